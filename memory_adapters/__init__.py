@@ -1,0 +1,85 @@
+"""memory-adapters: durable, budgeted memory for the agents people already have.
+
+The public contract::
+
+    from memory_adapters import Memory, hookimpl
+
+    memory = Memory("sqlite:///memory.db")
+    agent = memory.wrap(agent)
+    with memory.session(user_id="alice", conversation_id="c-42"):
+        agent.run_sync("My favourite tea is oolong")
+"""
+
+from .conversation import Conversation
+from .errors import (
+    AppendConflict,
+    ConflictError,
+    InvalidId,
+    InvalidInput,
+    InvalidTTL,
+    InvalidValue,
+    MemoryAdaptersError,
+    MergeConflict,
+    MissingExtra,
+    NoAdapter,
+    NoScope,
+    PluginError,
+    StoreUnavailable,
+    ToolArgumentError,
+    UnknownScheme,
+    ValueTooLarge,
+    VersionConflict,
+)
+from .facts import Fact, Facts
+from .hookspecs import hookimpl, hookspec
+from .memory import Memory
+from .messages import AppendResult, Message, Record, Summary, ToolCall, ToolResult
+from .run import Run
+from .scope import Scope
+from .store import Store
+from .tools import MEMORY_TOOLS, TOOL_INSTRUCTIONS, ToolSpec
+from .window import Window
+from .working import Conflict, MergeReport, Note, WorkingMemory
+
+__all__ = [
+    "MEMORY_TOOLS",
+    "TOOL_INSTRUCTIONS",
+    "AppendConflict",
+    "AppendResult",
+    "Conflict",
+    "ConflictError",
+    "Conversation",
+    "Fact",
+    "Facts",
+    "InvalidId",
+    "InvalidInput",
+    "InvalidTTL",
+    "InvalidValue",
+    "Memory",
+    "MemoryAdaptersError",
+    "MergeConflict",
+    "MergeReport",
+    "Message",
+    "MissingExtra",
+    "NoAdapter",
+    "NoScope",
+    "Note",
+    "PluginError",
+    "Record",
+    "Run",
+    "Scope",
+    "Store",
+    "StoreUnavailable",
+    "Summary",
+    "ToolArgumentError",
+    "ToolCall",
+    "ToolResult",
+    "ToolSpec",
+    "UnknownScheme",
+    "ValueTooLarge",
+    "VersionConflict",
+    "Window",
+    "WorkingMemory",
+    "hookimpl",
+    "hookspec",
+]

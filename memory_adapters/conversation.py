@@ -1,0 +1,224 @@
+"""The conversation log of one scope: append turns, read windows.
+
+Every turn is appended as one batch; each message's tokens are counted once, here, and
+stored with it. Reading a window costs what the window costs (see :mod:`.window`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidInput, ValueTooLarge
+from .messages import AppendResult, Entry, Message, Record
+from .steps import Plan, StoreCall, drive_async, drive_sync
+from .tokens import MESSAGE_OVERHEAD
+from .validation import check_id, check_positive_int
+from .window import Window, window_plan
+
+if TYPE_CHECKING:
+    from .memory import Memory
+    from .run import Run
+    from .scope import Scope
+
+
+class Conversation:
+    """The conversation log of one scope (namespace, user, conversation id)."""
+
+    __slots__ = ("_memory", "scope", "key")
+
+    def __init__(self, memory: Memory, scope: Scope) -> None:
+        self._memory = memory
+        self.scope = scope
+        self.key = scope.conversation_key
+
+    # -- plans ------------------------------------------------------------------------------
+
+    def _append(
+        self, messages: Sequence[Message], run_id: str | None, expected_last_seq: int | None,
+        idempotency_key: str | None, model: str | None,
+    ) -> Plan[AppendResult]:
+        if isinstance(messages, Message) or not isinstance(messages, Sequence):
+            raise InvalidInput("append takes a sequence of Message objects")
+        msgs = list(messages)
+        if not msgs:
+            raise InvalidInput("append needs at least one message")
+        for m in msgs:
+            if not isinstance(m, Message):
+                raise InvalidInput(f"append takes Message objects, not {type(m).__name__}")
+            m.validate()
+        if run_id is not None:
+            check_id(run_id, "run_id")
+        if idempotency_key is not None:
+            check_id(idempotency_key, "idempotency_key")
+        if expected_last_seq is not None:
+            check_positive_int(expected_last_seq, "expected_last_seq", allow_zero=True)
+        hooks = self._memory.hooks
+        step = hooks.before_save(self.scope, msgs)
+        if step is not None:
+            yield step
+        counts: list[int] = yield hooks.count_tokens(
+            [m.token_text() for m in msgs], model or self._memory.model
+        )
+        limit = self._memory.max_turn_bytes
+        entries = [Entry.of(m, n + MESSAGE_OVERHEAD, limit) for m, n in zip(msgs, counts, strict=True)]
+        size = sum(len(e.data) for e in entries)
+        if size > limit:
+            raise ValueTooLarge(f"the turn is about {size} bytes; the limit is {limit}")
+        result: AppendResult = yield StoreCall(
+            "append", (self.key, entries),
+            {"run_id": run_id, "expected_last_seq": expected_last_seq,
+             "idempotency_key": idempotency_key},
+        )
+        if not result.duplicate:
+            step = hooks.after_save(self.scope, self._records(result, msgs, entries, run_id))
+            if step is not None:
+                yield step
+        return result
+
+    @staticmethod
+    def _records(
+        result: AppendResult, msgs: list[Message], entries: list[Entry], run_id: str | None
+    ) -> list[Record]:
+        now = time.time()
+        return [
+            Record(result.first_seq + i, m, e.tokens, result.first_seq, run_id, now)
+            for i, (m, e) in enumerate(zip(msgs, entries, strict=True))
+        ]
+
+    def _window(self, options: dict[str, Any], run: Run | None) -> Plan[Window]:
+        m = self._memory
+        max_tokens = options.get("max_tokens", m.history_tokens)
+        max_messages = options.get("max_messages")
+        if max_tokens is not None:
+            check_positive_int(max_tokens, "max_tokens", allow_zero=True)
+        if max_messages is not None:
+            check_positive_int(max_messages, "max_messages", allow_zero=True)
+        if max_tokens is None and max_messages is None:
+            raise InvalidInput("a window needs max_tokens or max_messages")
+        window: Window = yield from window_plan(
+            self.key,
+            hooks=m.hooks,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
+            pin_system=options.get("pin_system", m.pin_system),
+            pin_first_turn=options.get("pin_first_turn", m.pin_first_turn),
+            summary_tokens=options.get("summary_tokens", m.summary_tokens),
+            model=m.model,
+            run=run,
+        )
+        return window
+
+    # -- sync ---------------------------------------------------------------------------------
+
+    def append(
+        self, messages: Sequence[Message], *, run_id: str | None = None,
+        expected_last_seq: int | None = None, idempotency_key: str | None = None,
+        model: str | None = None,
+    ) -> AppendResult:
+        """Append one turn's messages as one batch.
+
+        ``expected_last_seq`` makes it conditional (raises
+        :class:`~memory_adapters.errors.AppendConflict`); ``idempotency_key`` makes a retry
+        a no-op; ``model`` picks the tokenizer (default: the ``Memory``'s).
+        """
+        result: AppendResult = drive_sync(
+            self._append(messages, run_id, expected_last_seq, idempotency_key, model),
+            self._memory.store, self._memory.hooks,
+        )
+        return result
+
+    def window(
+        self, *, max_tokens: int | None = None, max_messages: int | None = None,
+        pin_system: bool | None = None, pin_first_turn: bool | None = None,
+        summary_tokens: int | None = None, run: Run | None = None,
+    ) -> Window:
+        """The window of past messages for the next model call.
+
+        Defaults come from the ``Memory`` (``history_tokens`` etc.); pass ``max_messages`` for
+        a count limit, alone or with ``max_tokens``.
+        """
+        return drive_sync(
+            self._window(_opts(max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens), run),
+            self._memory.store, self._memory.hooks,
+        )
+
+    def messages(self, **options: Any) -> list[Message]:
+        """Shorthand for ``window(**options).messages()``."""
+        return self.window(**options).messages()
+
+    def read(
+        self, *, start_seq: int = 1, end_seq: int | None = None, limit: int | None = None
+    ) -> list[Record]:
+        """Stored records by seq range (for export and inspection, not for prompts)."""
+        return self._memory.store.read(self.key, start_seq=start_seq, end_seq=end_seq, limit=limit)
+
+    def last_seq(self) -> int:
+        """The newest seq (0 when empty)."""
+        return self._memory.store.last_seq(self.key)
+
+    def clear(self) -> int:
+        """Delete the whole conversation log; return how many messages went."""
+        return self._memory.store.delete_conversation(self.key)
+
+    # -- async --------------------------------------------------------------------------------
+
+    async def aappend(
+        self, messages: Sequence[Message], *, run_id: str | None = None,
+        expected_last_seq: int | None = None, idempotency_key: str | None = None,
+        model: str | None = None,
+    ) -> AppendResult:
+        """Async :meth:`append`."""
+        result: AppendResult = await drive_async(
+            self._append(messages, run_id, expected_last_seq, idempotency_key, model),
+            self._memory.store, self._memory.hooks,
+        )
+        return result
+
+    async def awindow(
+        self, *, max_tokens: int | None = None, max_messages: int | None = None,
+        pin_system: bool | None = None, pin_first_turn: bool | None = None,
+        summary_tokens: int | None = None, run: Run | None = None,
+    ) -> Window:
+        """Async :meth:`window`."""
+        return await drive_async(
+            self._window(_opts(max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens), run),
+            self._memory.store, self._memory.hooks,
+        )
+
+    async def amessages(self, **options: Any) -> list[Message]:
+        """Async :meth:`messages`."""
+        return (await self.awindow(**options)).messages()
+
+    async def aread(
+        self, *, start_seq: int = 1, end_seq: int | None = None, limit: int | None = None
+    ) -> list[Record]:
+        """Async :meth:`read`."""
+        return await self._memory.store.aread(self.key, start_seq=start_seq, end_seq=end_seq, limit=limit)
+
+    async def alast_seq(self) -> int:
+        """Async :meth:`last_seq`."""
+        return await self._memory.store.alast_seq(self.key)
+
+    async def aclear(self) -> int:
+        """Async :meth:`clear`."""
+        return await self._memory.store.adelete_conversation(self.key)
+
+
+def _opts(
+    max_tokens: int | None, max_messages: int | None, pin_system: bool | None,
+    pin_first_turn: bool | None, summary_tokens: int | None,
+) -> dict[str, Any]:
+    """Only the options given, so the Memory's defaults fill the rest."""
+    opts: dict[str, Any] = {}
+    if max_tokens is not None or max_messages is not None:
+        opts["max_tokens"] = max_tokens
+        opts["max_messages"] = max_messages
+    if pin_system is not None:
+        opts["pin_system"] = pin_system
+    if pin_first_turn is not None:
+        opts["pin_first_turn"] = pin_first_turn
+    if summary_tokens is not None:
+        opts["summary_tokens"] = summary_tokens
+    return opts

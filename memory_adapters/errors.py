@@ -1,0 +1,121 @@
+"""The typed errors memory-adapters raises.
+
+Every error derives from :class:`MemoryAdaptersError`, and also from the builtin exception
+a caller would naturally catch (``ValueError`` for bad input, ``LookupError`` for a missing
+scope, ``ConnectionError`` for an unreachable store), so existing ``except`` clauses keep
+working.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemoryAdaptersError(Exception):
+    """Base class of every error raised by memory-adapters."""
+
+
+# --- bad input -----------------------------------------------------------------------------
+
+
+class InvalidInput(MemoryAdaptersError, ValueError):
+    """An argument was rejected before anything was stored."""
+
+
+class InvalidId(InvalidInput):
+    """An identifier (user, conversation, namespace, scope, fact key) is not acceptable:
+    not a string, empty, too long, or holding control characters."""
+
+
+class InvalidValue(InvalidInput):
+    """A value cannot be stored exactly: not JSON (sets, bytes, objects, NaN, non-string
+    keys), or holding text that cannot be encoded (lone surrogates)."""
+
+
+class ValueTooLarge(InvalidValue):
+    """A value or a turn is larger than the configured limit."""
+
+
+class InvalidTTL(InvalidInput):
+    """A time-to-live or expiry that is not in the future."""
+
+
+# --- concurrency -----------------------------------------------------------------------------
+
+
+class ConflictError(MemoryAdaptersError):
+    """A conditional write lost a race; nothing was written."""
+
+
+class AppendConflict(ConflictError):
+    """A conditional append expected the conversation to end at one seq, and it ends at
+    another: somebody else appended first. Reload the window and retry."""
+
+    def __init__(self, conversation: str, expected: int, actual: int) -> None:
+        super().__init__(
+            f"conversation {conversation!r} ends at seq {actual}, not at the expected {expected}"
+        )
+        self.conversation = conversation
+        self.expected = expected
+        self.actual = actual
+
+
+class VersionConflict(ConflictError):
+    """A compare-and-swap on a fact expected one version and found another."""
+
+    def __init__(self, key: str, expected: int, actual: int) -> None:
+        super().__init__(f"fact {key!r} is at version {actual}, not the expected {expected}")
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+
+
+class MergeConflict(ConflictError):
+    """A working-memory merge under the ``"raise"`` policy found keys changed on both sides;
+    nothing was merged. ``report`` lists them."""
+
+    def __init__(self, report: Any) -> None:
+        keys = ", ".join(repr(c.key) for c in report.conflicts)
+        super().__init__(f"merge conflicts on {keys}")
+        self.report = report
+
+
+# --- configuration and plugins -----------------------------------------------------------
+
+
+class UnknownScheme(MemoryAdaptersError, ValueError):
+    """No installed store plugin serves a URL's scheme."""
+
+
+class MissingExtra(MemoryAdaptersError, ImportError):
+    """A plugin needs packages from an extra that is not installed."""
+
+    def __init__(self, extra: str, packages: str) -> None:
+        super().__init__(
+            f"this needs {packages}: pip install \"memory-adapters[{extra}]\""
+        )
+        self.extra = extra
+
+
+class NoAdapter(MemoryAdaptersError, TypeError):
+    """``Memory.wrap`` was given an object no installed adapter handles."""
+
+
+class PluginError(MemoryAdaptersError):
+    """A plugin registered something invalid (for example a scheme twice)."""
+
+
+# --- runtime -----------------------------------------------------------------------------
+
+
+class NoScope(MemoryAdaptersError, LookupError):
+    """Memory was used with no conversation (or user) in scope. Open ``memory.session(...)``,
+    pass the framework's own conversation id, or give ``wrap`` a resolver."""
+
+
+class StoreUnavailable(MemoryAdaptersError, ConnectionError):
+    """The store could not be reached. The operation did not happen; the next call retries."""
+
+
+class ToolArgumentError(MemoryAdaptersError, ValueError):
+    """A memory tool was called with arguments outside its schema."""

@@ -1,0 +1,147 @@
+"""A typed facade over ``pm.hook``: core code never calls untyped hooks directly.
+
+Each method returns the :class:`~memory_adapters.steps.HookCall` for one event, or ``None``
+when no plugin implements that hook (so an unused event costs a set lookup and nothing
+else). Plans ``yield`` the call; the sync or async driver executes it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .asyncs import resolve_sync
+from .steps import HookCall
+
+if TYPE_CHECKING:
+    from .facts import Fact
+    from .messages import Message, Record
+    from .plugins import PluginManager
+    from .run import Run
+    from .scope import Scope
+    from .window import Window
+    from .working import MergeReport
+
+
+class Hooks:
+    """Typed access to the hooks of one plugin manager."""
+
+    __slots__ = ("_pm",)
+
+    def __init__(self, pm: PluginManager) -> None:
+        self._pm = pm
+
+    def call(self, step: HookCall) -> Any:
+        """Execute a hook call; the results may still be awaitables (see :mod:`.asyncs`)."""
+        return getattr(self._pm.hook, step.name)(**step.kwargs)
+
+    def _step(self, name: str, firstresult: bool = False, **kwargs: Any) -> HookCall | None:
+        if name not in self._pm.implemented:
+            return None
+        return HookCall(name, kwargs, firstresult)
+
+    def notify(self, step: HookCall | None) -> None:
+        """Run a notification hook from sync code, outside a plan."""
+        if step is not None:
+            for r in self.call(step):
+                resolve_sync(r)
+
+    # -- counting and embedding -------------------------------------------------------------
+
+    def count_tokens(self, texts: list[str], model: str | None) -> HookCall:
+        """Token counts for ``texts`` (the built-in counter always answers)."""
+        return HookCall("count_tokens", {"texts": texts, "model": model}, True)
+
+    def count_tokens_sync(self, texts: list[str], model: str | None) -> list[int]:
+        """Token counts for ``texts``, from sync code."""
+        result: list[int] = resolve_sync(self.call(self.count_tokens(texts, model)))
+        return result
+
+    def embed(self, texts: list[str], model: str | None) -> HookCall | None:
+        """Embeddings for ``texts``, if an embedding plugin is installed."""
+        return self._step("embed", True, texts=texts, model=model)
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def run_started(self, run: Run) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.run_started`."""
+        return self._step("run_started", run=run)
+
+    def history_loaded(self, run: Run | None, window: Window) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.history_loaded`."""
+        return self._step("history_loaded", run=run, window=window)
+
+    def before_model_call(
+        self, run: Run, messages: list[Message], instructions: list[str]
+    ) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.before_model_call`."""
+        return self._step("before_model_call", run=run, messages=messages, instructions=instructions)
+
+    def run_finished(self, run: Run, messages: list[Message]) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.run_finished`."""
+        return self._step("run_finished", run=run, messages=messages)
+
+    def run_failed(
+        self, run: Run, error: BaseException, messages: list[Message]
+    ) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.run_failed`."""
+        return self._step("run_failed", run=run, error=error, messages=messages)
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def before_save(self, scope: Scope, messages: list[Message]) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.before_save`."""
+        return self._step("before_save", scope=scope, messages=messages)
+
+    def after_save(self, scope: Scope, records: list[Record]) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.after_save`."""
+        return self._step("after_save", scope=scope, records=records)
+
+    # -- budget ---------------------------------------------------------------------------------
+
+    def select_window(
+        self, records: list[Record], max_tokens: int | None, max_messages: int | None
+    ) -> HookCall:
+        """The windowing strategy (the built-in one always answers)."""
+        return HookCall(
+            "select_window",
+            {"records": records, "max_tokens": max_tokens, "max_messages": max_messages},
+            True,
+        )
+
+    def summarize(
+        self, messages: list[Message], previous: str | None, max_tokens: int, model: str | None
+    ) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.summarize`."""
+        return self._step(
+            "summarize", True, messages=messages, previous=previous, max_tokens=max_tokens, model=model
+        )
+
+    # -- facts and working memory ------------------------------------------------------------
+
+    def fact_stored(self, scope: Scope, fact: Fact) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.fact_stored`."""
+        return self._step("fact_stored", scope=scope, fact=fact)
+
+    def fact_recalled(self, scope: Scope, key: str, fact: Fact | None) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.fact_recalled`."""
+        return self._step("fact_recalled", scope=scope, key=key, fact=fact)
+
+    def facts_searched(self, scope: Scope, query: str, results: list[Fact]) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.facts_searched`."""
+        return self._step("facts_searched", scope=scope, query=query, results=results)
+
+    def fact_forgotten(self, scope: Scope, key: str, deleted: bool) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.fact_forgotten`."""
+        return self._step("fact_forgotten", scope=scope, key=key, deleted=deleted)
+
+    def working_written(self, path: str, key: str, value: Any, deleted: bool) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.working_written`."""
+        return self._step("working_written", path=path, key=key, value=value, deleted=deleted)
+
+    def working_forked(self, parent: str, child: str) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.working_forked`."""
+        return self._step("working_forked", parent=parent, child=child)
+
+    def working_merged(self, child: str, parent: str, report: MergeReport) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.working_merged`."""
+        return self._step("working_merged", child=child, parent=parent, report=report)

@@ -1,0 +1,224 @@
+"""The hook specification: every event in memory's lifecycle, and the contract of each.
+
+Plugins implement these with ``@memory_adapters.hookimpl``; the docstrings below are the
+contract, and ``docs/hooks.md`` is generated from them (``python -m memory_adapters.docgen``;
+a test keeps the page in step).
+
+**Async policy.** pluggy calls hooks synchronously. Any implementation may instead return an
+awaitable (for example by calling an ``async def`` helper); memory-adapters awaits it before
+it goes on. From async code the awaitable runs on the caller's event loop; from sync code it
+is run to completion on a private event loop (in a worker thread when the calling thread
+already runs a loop). Hooks marked *firstresult* stop at the first implementation that
+returns something other than ``None``, and an awaitable is not ``None``: an async
+implementation of a firstresult hook must decide synchronously whether it answers, and
+return ``None`` when it does not, or an awaitable of its answer when it does.
+
+**Mutating hooks.** Hooks that may rewrite something (``history_loaded``,
+``before_model_call``, ``before_save``) receive a mutable object and change it in place, as
+``pytest_collection_modifyitems`` does; their return value is ignored.
+
+**Cost.** A hook with no implementation is not called at all: the host keeps the set of
+implemented hooks and skips the rest, so an unused event costs one set lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .facts import Fact
+    from .messages import Message, Record, Summary
+    from .run import Run
+    from .scope import Scope
+    from .window import Window
+    from .working import MergeReport
+
+PROJECT = "memory_adapters"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+"""Marks a function in this module as a hook specification."""
+
+hookimpl = pluggy.HookimplMarker(PROJECT)
+"""Marks a plugin's function as the implementation of the hook of the same name."""
+
+
+# --- registration ----------------------------------------------------------------------------
+
+
+@hookspec
+def register_stores(register: Callable[..., None]) -> None:
+    """Register store factories by URL scheme.
+
+    Call ``register(scheme, factory)`` once per scheme (``"sqlite"``, ``"postgresql"``...).
+    ``factory(url: str, **options) -> Store`` builds a store for a URL of that scheme; the
+    options are the keyword arguments given to ``Memory(url, store_options={...})``. A factory
+    should import its driver inside the call and raise
+    :class:`~memory_adapters.errors.MissingExtra` when it is missing, so that loading the
+    plugin never fails for a user who did not install the extra.
+
+    The host records which plugin registered each scheme. Two plugins registering the same
+    scheme is an error, except that a ``trylast`` implementation (a built-in fallback) gives
+    way silently to any other.
+    """
+
+
+@hookspec
+def register_adapters(register: Callable[..., None]) -> None:
+    """Register framework adapters.
+
+    Call ``register(adapter)`` with an object that has a ``name: str``, a
+    ``handles(obj) -> bool`` method and a ``wrap(obj, memory, **options)`` method returning
+    something with the same call surface as ``obj``. ``Memory.wrap(obj)`` asks each adapter
+    in registration order and uses the first that handles ``obj``. ``handles`` must not
+    import a framework the user did not install (check ``sys.modules`` first).
+    """
+
+
+@hookspec(firstresult=True)
+def count_tokens(texts: list[str], model: str | None) -> list[int] | None:
+    """Count the tokens of each text as ``model`` would see it (``model`` may be ``None``).
+
+    Return one count per text, or ``None`` to let the next implementation answer. This is
+    how a token counter is installed: the built-in tiktoken counter is ``trylast``, so any
+    plugin implementing this hook replaces it. Counts are computed once, when a message is
+    written, and stored with it. *firstresult*.
+    """
+
+
+@hookspec(firstresult=True)
+def embed(texts: list[str], model: str | None) -> list[list[float]] | None:
+    """Return one embedding vector per text, or ``None`` if this plugin does not embed.
+
+    No built-in implementation: semantic search is available only where a plugin answers.
+    *firstresult*.
+    """
+
+
+# --- a run -----------------------------------------------------------------------------------
+
+
+@hookspec
+def run_started(run: Run) -> None:
+    """An adapter is starting an agent run under ``run.scope``. ``run.state`` is a dict the
+    plugin may use to carry data to the later hooks of the same run."""
+
+
+@hookspec
+def history_loaded(run: Run | None, window: Window) -> None:
+    """The window of past messages for a run has been read and trimmed to its budget.
+
+    Change ``window.records``, ``window.pinned`` or ``window.summary`` in place to rewrite
+    what the model will be shown; the changes are not persisted. ``run`` is ``None`` when the
+    window is read outside a run.
+    """
+
+
+@hookspec
+def before_model_call(run: Run, messages: list[Message], instructions: list[str]) -> None:
+    """The model is about to be called with ``messages`` and extra ``instructions`` (the
+    memory fragments: tool guidance, working memory, preloaded facts). Change either list in
+    place; nothing is persisted from here."""
+
+
+@hookspec
+def run_finished(run: Run, messages: list[Message]) -> None:
+    """A run completed; ``messages`` are the new messages it persisted."""
+
+
+@hookspec
+def run_failed(run: Run, error: BaseException, messages: list[Message]) -> None:
+    """A run raised ``error``; ``messages`` are what completed before it and was persisted,
+    marked ``meta["failed"] = True``. The error is re-raised to the caller afterwards."""
+
+
+# --- persistence ---------------------------------------------------------------------------
+
+
+@hookspec
+def before_save(scope: Scope, messages: list[Message]) -> None:
+    """A turn's messages are about to be appended to ``scope``'s conversation.
+
+    Change the messages in place (redact text, encrypt ``raw``) or replace items of the list;
+    what the list holds afterwards is what is stored. Token counts are computed after this
+    hook, so they describe the stored form.
+    """
+
+
+@hookspec
+def after_save(scope: Scope, records: list[Record]) -> None:
+    """A turn was appended; ``records`` are the stored messages with their seqs. Not called
+    for a retried persist that its idempotency key made a no-op."""
+
+
+# --- budget ---------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def select_window(
+    records: list[Record], max_tokens: int | None, max_messages: int | None
+) -> list[Record] | None:
+    """Choose the window from ``records``, the tail read from the store within the budget
+    (the store never reads more than that).
+
+    Return the records to show the model, in order, or ``None`` to leave it to the next
+    implementation. The built-in strategy (``trylast``) starts the window at a user turn and
+    drops tool calls without results and results without calls. A replacement must keep
+    within ``max_tokens`` / ``max_messages`` and must not split a tool call from its result.
+    *firstresult*.
+    """
+
+
+@hookspec(firstresult=True)
+def summarize(
+    messages: list[Message], previous: str | None, max_tokens: int, model: str | None
+) -> str | None:
+    """Summarize messages evicted from the window, continuing the ``previous`` summary of
+    even earlier ones, in at most about ``max_tokens`` tokens.
+
+    Return the summary text, or an awaitable of it, or ``None`` to not summarize. The summary
+    is stored with the seq range it covers and reused on later turns: it is computed once per
+    evicted range, not once per turn. No built-in implementation. *firstresult*.
+    """
+
+
+# --- facts and working memory ---------------------------------------------------------------
+
+
+@hookspec
+def fact_stored(scope: Scope, fact: Fact) -> None:
+    """A long-term fact was written (created or updated) in ``scope``."""
+
+
+@hookspec
+def fact_recalled(scope: Scope, key: str, fact: Fact | None) -> None:
+    """A fact was read by key; ``fact`` is ``None`` when there was none."""
+
+
+@hookspec
+def facts_searched(scope: Scope, query: str, results: list[Fact]) -> None:
+    """A keyword search over ``scope``'s facts returned ``results``, best first."""
+
+
+@hookspec
+def fact_forgotten(scope: Scope, key: str, deleted: bool) -> None:
+    """A fact was deleted by key; ``deleted`` is false when there was nothing to delete."""
+
+
+@hookspec
+def working_written(path: str, key: str, value: Any, deleted: bool) -> None:
+    """A working-memory entry at ``path`` was set (``deleted`` false) or deleted."""
+
+
+@hookspec
+def working_forked(parent: str, child: str) -> None:
+    """A working memory at ``parent`` was forked into ``child``, which reads through to it."""
+
+
+@hookspec
+def working_merged(child: str, parent: str, report: MergeReport) -> None:
+    """The writes of ``child`` were merged into ``parent``; ``report`` says what was applied
+    and which keys conflicted."""
+

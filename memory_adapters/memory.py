@@ -1,0 +1,222 @@
+"""``Memory``: one object over one store that gives agents their three kinds of memory."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from types import TracebackType
+from typing import Any
+
+from .conversation import Conversation
+from .errors import InvalidInput, NoAdapter, UnknownScheme
+from .facts import Facts
+from .hooks import Hooks
+from .plugins import PluginManager
+from .scope import Scope, Session
+from .store import Store
+from .tools import MemoryTools
+from .validation import MAX_TURN_BYTES, check_positive_int
+from .working import WorkingMemory
+
+DEFAULT_URL = "sqlite:///memory_adapters.db"
+"""Where ``Memory()`` keeps memory when given no URL and ``MEMORY_ADAPTERS_URL`` is unset."""
+
+ENV_URL = "MEMORY_ADAPTERS_URL"
+DEFAULT_HISTORY_TOKENS = 8000
+DEFAULT_WORKING_TOKENS = 1000
+
+
+class Memory:
+    """Durable memory for agents: conversation history, working memory, long-term facts.
+
+    ``Memory(url)`` opens the store whose plugin serves the URL's scheme (``sqlite:///path``,
+    ``memory://``, ``postgresql://...``, ``mongodb://...``); ``Memory(store=obj)`` uses a
+    store built by the application. Every ``Memory`` has its own plugin manager: plugins given
+    in ``plugins=[...]`` or registered with :meth:`register` affect only this one.
+
+    Options: ``namespace`` separates applications sharing a store; ``model`` picks the
+    tokenizer; ``history_tokens`` is the default window budget; ``pin_system`` /
+    ``pin_first_turn`` keep the head of the conversation in every window; ``summary_tokens``
+    (0 = off) enables summaries of evicted turns through the ``summarize`` hook;
+    ``working_tokens`` bounds rendered working memory.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        store: Store | None = None,
+        namespace: str = "default",
+        model: str | None = None,
+        plugins: tuple[object, ...] | list[object] = (),
+        load_entrypoints: bool = True,
+        history_tokens: int | None = DEFAULT_HISTORY_TOKENS,
+        pin_system: bool = True,
+        pin_first_turn: bool = False,
+        summary_tokens: int = 0,
+        working_tokens: int = DEFAULT_WORKING_TOKENS,
+        max_turn_bytes: int = MAX_TURN_BYTES,
+        store_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.pm = PluginManager(load_entrypoints=load_entrypoints)
+        for plugin in plugins:
+            self.pm.register(plugin)
+        self.hooks = Hooks(self.pm)
+        self._base = Scope(namespace=namespace)
+        self.model = model
+        self.history_tokens = (
+            None if history_tokens is None else check_positive_int(history_tokens, "history_tokens")
+        )
+        self.pin_system = pin_system
+        self.pin_first_turn = pin_first_turn
+        self.summary_tokens = check_positive_int(summary_tokens, "summary_tokens", allow_zero=True)
+        self.working_tokens = check_positive_int(working_tokens, "working_tokens")
+        self.max_turn_bytes = check_positive_int(max_turn_bytes, "max_turn_bytes")
+        if store is not None:
+            if url is not None:
+                raise InvalidInput("give Memory a url or a store, not both")
+            if not isinstance(store, Store):
+                raise InvalidInput(f"store must be a memory_adapters.Store, not {type(store).__name__}")
+            self.store = store
+        else:
+            self.store = self.open_store(url or os.environ.get(ENV_URL) or DEFAULT_URL, **(store_options or {}))
+        self._scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+            f"memory_adapters.scope.{id(self):x}", default=None
+        )
+        self.tools = MemoryTools(self)
+
+    # -- plugins -------------------------------------------------------------------------------
+
+    def register(self, plugin: object, name: str | None = None) -> None:
+        """Register a plugin with this ``Memory`` only."""
+        self.pm.register(plugin, name=name)
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> None:
+        """Unregister a plugin by object or name."""
+        self.pm.unregister(plugin, name=name)
+
+    @property
+    def schemes(self) -> list[str]:
+        """The URL schemes the installed store plugins serve."""
+        return sorted(self.pm.registries.stores)
+
+    def open_store(self, url: str, **options: Any) -> Store:
+        """Build a store for ``url`` through the store plugins."""
+        if not isinstance(url, str) or "://" not in url:
+            raise UnknownScheme(
+                f"not a store URL: {url!r}; expected scheme://..., with a scheme among "
+                f"{', '.join(self.schemes)}"
+            )
+        scheme = url.split("://", 1)[0].lower()
+        reg = self.pm.registries.stores.get(scheme)
+        if reg is None:
+            raise UnknownScheme(
+                f"no store plugin serves {scheme}://; installed schemes: "
+                f"{', '.join(s + '://' for s in self.schemes)}"
+            )
+        store = reg.factory(url, **options)
+        if not isinstance(store, Store):
+            raise TypeError(f"plugin {reg.plugin!r} built a {type(store).__name__} for {scheme}://, not a Store")
+        return store
+
+    # -- scope -----------------------------------------------------------------------------------
+
+    def session(
+        self,
+        *,
+        user_id: str | None = None,
+        conversation_id: str | None = None,
+        agent_id: str | None = None,
+        namespace: str | None = None,
+        fork: tuple[str, ...] | None = None,
+    ) -> Session:
+        """Set whose memory the code inside uses; ``with`` or ``async with``.
+
+        Nested sessions inherit what they leave unset. The scope lives in a context
+        variable, so it follows async tasks.
+        """
+        current = self._scope.get() or self._base
+        return Session(
+            self._scope,
+            current.merged(
+                user_id=user_id, conversation_id=conversation_id, agent_id=agent_id,
+                namespace=namespace, fork=fork,
+            ),
+        )
+
+    @property
+    def scope(self) -> Scope:
+        """The scope in force: the innermost session's, or the bare namespace."""
+        return self._scope.get() or self._base
+
+    @property
+    def conversation(self) -> Conversation:
+        """The conversation log of the current scope."""
+        return Conversation(self, self.scope)
+
+    @property
+    def facts(self) -> Facts:
+        """The long-term facts of the current scope's user."""
+        return Facts(self, self.scope)
+
+    @property
+    def working(self) -> WorkingMemory:
+        """The working memory of the current scope (a fork's, inside a sub-agent)."""
+        return WorkingMemory(self, self.scope)
+
+    # -- adapters --------------------------------------------------------------------------------
+
+    @property
+    def adapters(self) -> list[str]:
+        """Names of the installed framework adapters."""
+        return [a.name for a, _ in self.pm.registries.adapters]
+
+    def wrap(self, obj: Any, **options: Any) -> Any:
+        """Give ``obj`` (an agent of a supported framework) this memory.
+
+        Returns an object with the same call surface as ``obj``. Raises
+        :class:`~memory_adapters.errors.NoAdapter` naming the installed adapters when none
+        handles it.
+        """
+        for adapter, _plugin in self.pm.registries.adapters:
+            if adapter.handles(obj):
+                return adapter.wrap(obj, self, **options)
+        installed = ", ".join(self.adapters) or "none"
+        raise NoAdapter(
+            f"no installed adapter handles {type(obj).__module__}.{type(obj).__qualname__}; "
+            f"installed adapters: {installed}. Install one with "
+            'pip install "memory-adapters[pydantic-ai]" or "memory-adapters[langchain]".'
+        )
+
+    # -- utilities -------------------------------------------------------------------------------
+
+    def count_tokens(self, texts: list[str], model: str | None = None) -> list[int]:
+        """Token counts of ``texts`` through the ``count_tokens`` hook."""
+        return self.hooks.count_tokens_sync(list(texts), model or self.model)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        await self.store.aclose()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Memory:
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"<Memory store={type(self.store).__name__} namespace={self._base.namespace!r}>"

@@ -1,0 +1,211 @@
+"""The neutral message form every store keeps and every adapter maps to and from.
+
+A :class:`Message` holds what any chat framework can express: a role, text, tool calls
+(id, name, JSON args) and tool results (the call's id, JSON content). Alongside it, each
+message may carry ``raw``, the framework's own serialized message, and ``framework``, its
+name, so that a message written by pydantic-ai is read back by pydantic-ai losslessly while
+LangChain reads the neutral form.
+
+A :class:`Record` is a stored message: its gapless ``seq`` within the conversation, the
+token count computed once when it was written, the batch (turn) it was appended in, the run
+id and the time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from .errors import InvalidValue
+from .validation import check_json, dumps
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A model's request to call a tool."""
+
+    id: str
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The answer to the tool call whose id is ``id``."""
+
+    id: str
+    content: Any = None
+    name: str | None = None
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class Message:
+    """One message in the neutral form.
+
+    ``role`` is ``"system"``, ``"user"``, ``"assistant"`` (which may hold ``tool_calls``) or
+    ``"tool"`` (which holds ``tool_results``). ``meta`` is free-form JSON: adapters mark, for
+    example, messages of a failed run with ``{"failed": true}``.
+    """
+
+    role: Role
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_results: list[ToolResult] = field(default_factory=list)
+    framework: str | None = None
+    raw: Any = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # --- constructors ------------------------------------------------------------------
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        """A system prompt."""
+        return cls("system", text)
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        """A user turn's prompt."""
+        return cls("user", text)
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: list[ToolCall] | None = None) -> Message:
+        """A model response, optionally calling tools."""
+        return cls("assistant", text, tool_calls=list(tool_calls or []))
+
+    @classmethod
+    def tool(cls, *results: ToolResult) -> Message:
+        """Results of earlier tool calls."""
+        return cls("tool", tool_results=list(results))
+
+    # --- serialization -----------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; keys with default values are left out."""
+        d: dict[str, Any] = {"role": self.role}
+        if self.text:
+            d["text"] = self.text
+        if self.tool_calls:
+            d["tool_calls"] = [{"id": c.id, "name": c.name, "args": c.args} for c in self.tool_calls]
+        if self.tool_results:
+            d["tool_results"] = [
+                {"id": r.id, "content": r.content, "name": r.name, "is_error": r.is_error}
+                for r in self.tool_results
+            ]
+        if self.framework is not None:
+            d["framework"] = self.framework
+        if self.raw is not None:
+            d["raw"] = self.raw
+        if self.meta:
+            d["meta"] = self.meta
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Message:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            role=d["role"],
+            text=d.get("text", ""),
+            tool_calls=[ToolCall(c["id"], c["name"], c.get("args") or {}) for c in d.get("tool_calls", ())],
+            tool_results=[
+                ToolResult(r["id"], r.get("content"), r.get("name"), bool(r.get("is_error")))
+                for r in d.get("tool_results", ())
+            ],
+            framework=d.get("framework"),
+            raw=d.get("raw"),
+            meta=d.get("meta") or {},
+        )
+
+    def validate(self) -> Message:
+        """Raise :class:`InvalidValue` unless this message can be stored exactly."""
+        if self.role not in ROLES:
+            raise InvalidValue(f"role must be one of {sorted(ROLES)}, not {self.role!r}")
+        if not isinstance(self.text, str):
+            raise InvalidValue(f"message text must be a str, not {type(self.text).__name__}")
+        for c in self.tool_calls:
+            if not isinstance(c, ToolCall) or not isinstance(c.id, str) or not isinstance(c.name, str):
+                raise InvalidValue("tool_calls must be ToolCall(id: str, name: str, args: dict)")
+            if not isinstance(c.args, dict):
+                raise InvalidValue(f"tool call {c.name!r} args must be a dict")
+        for r in self.tool_results:
+            if not isinstance(r, ToolResult) or not isinstance(r.id, str):
+                raise InvalidValue("tool_results must be ToolResult(id: str, content)")
+        if self.tool_results and self.role != "tool":
+            raise InvalidValue("only a 'tool' message carries tool_results")
+        if self.tool_calls and self.role != "assistant":
+            raise InvalidValue("only an 'assistant' message carries tool_calls")
+        check_json(self.to_dict(), "message")
+        return self
+
+    def token_text(self) -> str:
+        """The text a token counter sees for this message."""
+        parts = [self.text] if self.text else []
+        for c in self.tool_calls:
+            parts.append(c.name)
+            parts.append(json.dumps(c.args, ensure_ascii=False, separators=(",", ":")))
+        for r in self.tool_results:
+            content = r.content
+            parts.append(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False))
+        return "\n".join(parts)
+
+
+@dataclass(slots=True)
+class Entry:
+    """A message prepared for a store: validated, serialized once, counted once."""
+
+    role: str
+    data: str
+    tokens: int
+
+    @classmethod
+    def of(cls, message: Message, tokens: int, limit: int) -> Entry:
+        """Validate and serialize ``message``."""
+        message.validate()
+        return cls(message.role, dumps(message.to_dict(), "message", limit), tokens)
+
+
+@dataclass(slots=True)
+class Record:
+    """A stored message."""
+
+    seq: int
+    message: Message
+    tokens: int
+    batch: int
+    """The seq of the first message of the batch (turn) this one was appended in."""
+    run_id: str | None = None
+    created_at: float = 0.0
+
+    @classmethod
+    def from_row(
+        cls, seq: int, data: str | dict[str, Any], tokens: int, batch: int,
+        run_id: str | None, created_at: float,
+    ) -> Record:
+        """Build a record from a store row whose message is JSON text or an already parsed dict."""
+        d = json.loads(data) if isinstance(data, str) else data
+        return cls(int(seq), Message.from_dict(cast(dict[str, Any], d)), int(tokens), int(batch), run_id, float(created_at))
+
+
+@dataclass(slots=True, frozen=True)
+class AppendResult:
+    """Where an appended batch landed. ``duplicate`` is true when the idempotency key had been
+    used already: nothing was written, and the seqs are the original batch's."""
+
+    first_seq: int
+    last_seq: int
+    duplicate: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class Summary:
+    """A summary of the messages ``start_seq``..``end_seq`` (inclusive) of a conversation."""
+
+    start_seq: int
+    end_seq: int
+    text: str
+    tokens: int
+    created_at: float = 0.0

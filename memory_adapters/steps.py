@@ -1,0 +1,82 @@
+"""Core operations are written once, as generators of steps, and driven sync or async.
+
+A step is a :class:`StoreCall` (a store method by its sync name; the async driver calls the
+``a``-prefixed twin) or a :class:`HookCall`. The generator receives each step's result and
+returns the operation's result. :func:`drive_sync` and :func:`drive_async` run a generator,
+so that ``Conversation.window`` and ``Conversation.awindow`` share every line of logic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .asyncs import resolve_async, resolve_sync
+
+if TYPE_CHECKING:
+    from .hooks import Hooks
+    from .store import Store
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class StoreCall:
+    """Call ``store.<method>(*args, **kwargs)`` (or ``store.a<method>`` when async)."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class HookCall:
+    """Call hook ``name`` with ``kwargs``; awaitable results are resolved by the driver.
+
+    The result sent back is the list of results, or the single result of a firstresult hook.
+    """
+
+    name: str
+    kwargs: dict[str, Any]
+    firstresult: bool = False
+
+
+Step = StoreCall | HookCall
+Plan = Generator[Step, Any, T]
+
+
+def drive_sync(plan: Plan[T], store: Store, hooks: Hooks) -> T:
+    """Run ``plan`` with blocking store calls; hook awaitables run on a private loop."""
+    result: Any = None
+    try:
+        while True:
+            step = plan.send(result)
+            if type(step) is StoreCall:
+                result = getattr(store, step.method)(*step.args, **step.kwargs)
+            else:
+                result = hooks.call(step)  # type: ignore[arg-type]
+                if step.firstresult:
+                    result = resolve_sync(result)
+                else:
+                    result = [resolve_sync(r) for r in result]
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+async def drive_async(plan: Plan[T], store: Store, hooks: Hooks) -> T:
+    """Run ``plan`` with the store's async methods; hook awaitables run on this loop."""
+    result: Any = None
+    try:
+        while True:
+            step = plan.send(result)
+            if type(step) is StoreCall:
+                result = await getattr(store, "a" + step.method)(*step.args, **step.kwargs)
+            else:
+                result = hooks.call(step)  # type: ignore[arg-type]
+                if step.firstresult:
+                    result = await resolve_async(result)
+                else:
+                    result = [await resolve_async(r) for r in result]
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

@@ -1,0 +1,257 @@
+"""The store contract: what every backend implements, sync and async.
+
+A store keeps three things, all keyed by strings the core has already validated
+(:mod:`memory_adapters.validation`):
+
+* **the conversation log** — per conversation key, records with a gapless ``seq`` from 1,
+  appended in batches (one batch is one turn, contiguous, never interleaved with another
+  writer's), each with its token count and the running total before it, so that the tail
+  within a token budget is one index range read;
+* **summaries** of evicted ranges, each stored with the seq range it covers;
+* **facts** — (namespace, scope, key) → JSON text with a version, importance, optional
+  expiry, keyword search. Working memory is kept as facts too (:mod:`.working`).
+
+Subclass :class:`Store` and implement the sync methods; the async twins (``a`` + name)
+default to running the sync method in a worker thread. A store with a native async driver
+overrides them. ``memory_adapters.testing.StoreConformance`` is the test suite every store
+must pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from .facts import Fact
+from .messages import AppendResult, Entry, Record, Summary
+
+T = TypeVar("T")
+
+
+class Store(ABC):
+    """Base class of every store. Methods are thread-safe; arguments are pre-validated."""
+
+    scheme: str = ""
+    """The URL scheme this store serves (informational)."""
+
+    blocking: bool = True
+    """Whether the sync methods block on I/O. The default async twins run blocking methods in
+    a worker thread, and call non-blocking ones (an in-memory store) directly."""
+
+    async def _offload(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        if self.blocking:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
+
+    # -- conversation log ----------------------------------------------------------------------
+
+    @abstractmethod
+    def append(
+        self,
+        conversation: str,
+        entries: Sequence[Entry],
+        *,
+        run_id: str | None = None,
+        expected_last_seq: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        """Append ``entries`` as one contiguous batch, atomically.
+
+        Seqs continue the conversation without gaps; the batch never interleaves with
+        another writer's. With ``expected_last_seq``, raise
+        :class:`~memory_adapters.errors.AppendConflict` (writing nothing) unless the
+        conversation ends at that seq (0 = empty). With ``idempotency_key``, a key already used
+        in this conversation writes nothing and returns the original batch's seqs with
+        ``duplicate=True``. Raise :class:`~memory_adapters.errors.StoreUnavailable` when the
+        backend cannot be reached.
+        """
+
+    @abstractmethod
+    def tail(
+        self, conversation: str, *, max_tokens: int | None = None, max_messages: int | None = None
+    ) -> list[Record]:
+        """The newest records, in seq order, whose tokens add up to at most ``max_tokens``
+        and that number at most ``max_messages`` (either limit may be ``None``, not both).
+
+        Must cost what the result costs, not what the conversation costs: an index range
+        read using the stored running token totals.
+        """
+
+    @abstractmethod
+    def read(
+        self, conversation: str, *, start_seq: int = 1, end_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Records with ``start_seq <= seq <= end_seq``, in seq order, at most ``limit``."""
+
+    @abstractmethod
+    def last_seq(self, conversation: str) -> int:
+        """The seq of the newest record, 0 for an empty or unknown conversation."""
+
+    @abstractmethod
+    def delete_conversation(self, conversation: str) -> int:
+        """Delete a conversation's records and summaries; return how many records went."""
+
+    @abstractmethod
+    def put_summary(self, conversation: str, summary: Summary) -> None:
+        """Store a summary of the range ``summary.start_seq``..``summary.end_seq``."""
+
+    @abstractmethod
+    def latest_summary(self, conversation: str) -> Summary | None:
+        """The stored summary with the highest ``end_seq``, if any."""
+
+    # -- facts -----------------------------------------------------------------------------
+
+    @abstractmethod
+    def put_fact(
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        data: str,
+        *,
+        text: str,
+        importance: float = 0.0,
+        expires_at: float | None = None,
+        expected_version: int | None = None,
+    ) -> Fact:
+        """Create or replace a fact; ``data`` is its value as JSON text, ``text`` what keyword
+        search indexes.
+
+        The version starts at 1 and grows by one per write. With ``expected_version``, write
+        only if the current version is that number (0 = the fact must not exist), else raise
+        :class:`~memory_adapters.errors.VersionConflict`. An expired fact counts as absent.
+        """
+
+    @abstractmethod
+    def get_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
+        """The fact, or ``None`` if absent or expired."""
+
+    @abstractmethod
+    def list_facts(
+        self, namespace: str, scope: str, *, limit: int | None = None
+    ) -> list[Fact]:
+        """Unexpired facts of a scope, ordered by key, at most ``limit``."""
+
+    @abstractmethod
+    def delete_fact(
+        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+    ) -> bool:
+        """Delete a fact; ``False`` if there was none. With ``expected_version``, raise
+        :class:`~memory_adapters.errors.VersionConflict` unless it matches."""
+
+    @abstractmethod
+    def search_facts(
+        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
+    ) -> list[Fact]:
+        """Unexpired facts of a scope matching any of ``terms`` (lower-case words), best first,
+        with ``Fact.score`` set. Use the backend's own full-text machinery."""
+
+    @abstractmethod
+    def prune(self) -> int:
+        """Delete expired facts now; return how many. Reads filter them out regardless."""
+
+    def close(self) -> None:
+        """Release connections. The store is not used afterwards."""
+
+    # -- async twins -----------------------------------------------------------------------
+
+    async def aappend(
+        self,
+        conversation: str,
+        entries: Sequence[Entry],
+        *,
+        run_id: str | None = None,
+        expected_last_seq: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        """Async :meth:`append`."""
+        return await self._offload(
+            self.append, conversation, entries, run_id=run_id,
+            expected_last_seq=expected_last_seq, idempotency_key=idempotency_key,
+        )
+
+    async def atail(
+        self, conversation: str, *, max_tokens: int | None = None, max_messages: int | None = None
+    ) -> list[Record]:
+        """Async :meth:`tail`."""
+        return await self._offload(
+            self.tail, conversation, max_tokens=max_tokens, max_messages=max_messages
+        )
+
+    async def aread(
+        self, conversation: str, *, start_seq: int = 1, end_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        """Async :meth:`read`."""
+        return await self._offload(
+            self.read, conversation, start_seq=start_seq, end_seq=end_seq, limit=limit
+        )
+
+    async def alast_seq(self, conversation: str) -> int:
+        """Async :meth:`last_seq`."""
+        return await self._offload(self.last_seq, conversation)
+
+    async def adelete_conversation(self, conversation: str) -> int:
+        """Async :meth:`delete_conversation`."""
+        return await self._offload(self.delete_conversation, conversation)
+
+    async def aput_summary(self, conversation: str, summary: Summary) -> None:
+        """Async :meth:`put_summary`."""
+        await self._offload(self.put_summary, conversation, summary)
+
+    async def alatest_summary(self, conversation: str) -> Summary | None:
+        """Async :meth:`latest_summary`."""
+        return await self._offload(self.latest_summary, conversation)
+
+    async def aput_fact(
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        data: str,
+        *,
+        text: str,
+        importance: float = 0.0,
+        expires_at: float | None = None,
+        expected_version: int | None = None,
+    ) -> Fact:
+        """Async :meth:`put_fact`."""
+        return await self._offload(
+            self.put_fact, namespace, scope, key, data, text=text, importance=importance,
+            expires_at=expires_at, expected_version=expected_version,
+        )
+
+    async def aget_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
+        """Async :meth:`get_fact`."""
+        return await self._offload(self.get_fact, namespace, scope, key)
+
+    async def alist_facts(
+        self, namespace: str, scope: str, *, limit: int | None = None
+    ) -> list[Fact]:
+        """Async :meth:`list_facts`."""
+        return await self._offload(self.list_facts, namespace, scope, limit=limit)
+
+    async def adelete_fact(
+        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+    ) -> bool:
+        """Async :meth:`delete_fact`."""
+        return await self._offload(
+            self.delete_fact, namespace, scope, key, expected_version=expected_version
+        )
+
+    async def asearch_facts(
+        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
+    ) -> list[Fact]:
+        """Async :meth:`search_facts`."""
+        return await self._offload(self.search_facts, namespace, scope, terms, limit=limit)
+
+    async def aprune(self) -> int:
+        """Async :meth:`prune`."""
+        return await self._offload(self.prune)
+
+    async def aclose(self) -> None:
+        """Async :meth:`close`."""
+        await self._offload(self.close)

@@ -1,0 +1,180 @@
+"""The long-term memory tools, defined once for every framework.
+
+Each :class:`ToolSpec` gives a name, a description and a JSON-schema for the parameters.
+Adapters expose them in their framework's tool format and execute them with
+:meth:`MemoryTools.call`, which binds the scope from the host (the session, the run), never
+from the model: no parameter names a user, a scope or a namespace, and arguments outside
+the schema are refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import InvalidInput, ToolArgumentError
+from .steps import Plan, drive_async, drive_sync
+
+if TYPE_CHECKING:
+    from .facts import Fact, Facts
+    from .memory import Memory
+    from .scope import Scope
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A framework-neutral tool definition."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_KEY = {
+    "type": "string",
+    "description": "A short, stable name for the fact, e.g. 'favourite_tea'.",
+    "minLength": 1,
+    "maxLength": 256,
+}
+
+MEMORY_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "save_memory",
+        "Remember a fact about the user or the task for future conversations. Saving under an "
+        "existing key replaces that fact.",
+        _schema(
+            {
+                "key": _KEY,
+                "value": {"type": "string", "description": "The fact, in a short sentence."},
+                "importance": {
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "description": "How important the fact is, from 0 to 1 (default 0.5).",
+                },
+            },
+            ["key", "value"],
+        ),
+    ),
+    ToolSpec(
+        "recall_memory",
+        "Recall the fact saved under a key.",
+        _schema({"key": _KEY}, ["key"]),
+    ),
+    ToolSpec(
+        "search_memory",
+        "Search saved facts by keywords; returns the most relevant ones.",
+        _schema(
+            {
+                "query": {"type": "string", "description": "Keywords to look for."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+            },
+            ["query"],
+        ),
+    ),
+    ToolSpec(
+        "list_memories",
+        "List saved facts.",
+        _schema({"limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}}, []),
+    ),
+    ToolSpec(
+        "forget_memory",
+        "Forget the fact saved under a key, when the user asks or it is no longer true.",
+        _schema({"key": _KEY}, ["key"]),
+    ),
+)
+
+TOOL_INSTRUCTIONS = (
+    "You have long-term memory that persists across conversations. When the user tells you "
+    "something worth remembering (preferences, facts about them, decisions), call save_memory "
+    "with a short key. Before answering a question that may depend on earlier conversations, "
+    "call search_memory or recall_memory. Call forget_memory when a fact is wrong or the user "
+    "asks you to forget it. Never mention these tools unless asked."
+)
+
+
+def _fact_json(fact: Fact) -> dict[str, Any]:
+    return {"key": fact.key, "value": fact.value, "importance": fact.importance}
+
+
+class MemoryTools:
+    """Executes the memory tools for the scope in force (set by the host, never the model)."""
+
+    specs: tuple[ToolSpec, ...] = MEMORY_TOOLS
+    instructions: str = TOOL_INSTRUCTIONS
+
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    def _facts(self, scope: Scope | None) -> Facts:
+        from .facts import Facts
+
+        return Facts(self._memory, scope or self._memory.scope)
+
+    @staticmethod
+    def _check(name: str, args: dict[str, Any]) -> ToolSpec:
+        spec = next((s for s in MEMORY_TOOLS if s.name == name), None)
+        if spec is None:
+            raise ToolArgumentError(f"unknown memory tool {name!r}")
+        if not isinstance(args, dict):
+            raise ToolArgumentError(f"{name} takes an object of arguments")
+        props = spec.parameters["properties"]
+        unknown = sorted(set(args) - set(props))
+        if unknown:
+            raise ToolArgumentError(f"{name} does not take {', '.join(unknown)}")
+        missing = [p for p in spec.parameters["required"] if p not in args]
+        if missing:
+            raise ToolArgumentError(f"{name} needs {', '.join(missing)}")
+        for pname, value in args.items():
+            kind = props[pname]["type"]
+            ok = (
+                isinstance(value, str) if kind == "string"
+                else isinstance(value, int) and not isinstance(value, bool) if kind == "integer"
+                else isinstance(value, int | float) and not isinstance(value, bool)
+            )
+            if not ok:
+                raise ToolArgumentError(f"{name}: {pname} must be a {kind}")
+        return spec
+
+    def _plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:
+        self._check(name, args)
+        facts = self._facts(scope)
+        try:
+            if name == "save_memory":
+                importance = float(args.get("importance", 0.5))
+                fact = yield from facts._put(args["key"], args["value"], importance, None, None, None)
+                return json.dumps({"saved": fact.key, "version": fact.version})
+            if name == "recall_memory":
+                got = yield from facts._get(args["key"])
+                return json.dumps(_fact_json(got) if got else {"found": False, "key": args["key"]})
+            if name == "search_memory":
+                found = yield from facts._search(args["query"], int(args.get("limit", 5)))
+                return json.dumps([_fact_json(f) for f in found], ensure_ascii=False)
+            if name == "list_memories":
+                listed = yield from facts._list(int(args.get("limit", 20)))
+                return json.dumps([_fact_json(f) for f in listed], ensure_ascii=False)
+            deleted = yield from facts._forget(args["key"], None)
+            return json.dumps({"forgotten": deleted, "key": args["key"]})
+        except InvalidInput as exc:
+            raise ToolArgumentError(f"{name}: {exc}") from exc
+
+    def call(self, name: str, args: dict[str, Any], *, scope: Scope | None = None) -> str:
+        """Run tool ``name`` with the model's ``args``; return the text result for the model.
+
+        The scope is ``scope`` if the host gives one, else the current session's.
+        """
+        return drive_sync(self._plan(name, args, scope), self._memory.store, self._memory.hooks)
+
+    async def acall(self, name: str, args: dict[str, Any], *, scope: Scope | None = None) -> str:
+        """Async :meth:`call`."""
+        return await drive_async(self._plan(name, args, scope), self._memory.store, self._memory.hooks)

@@ -1,0 +1,254 @@
+"""``InMemoryStore``: the store contract over Python dicts and lists, behind one lock.
+
+Messages are kept as the same JSON text the other stores keep, so what is read back is a
+fresh copy, exactly what was written. The tail within a token budget is a binary search on
+the running token totals.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from memory_adapters.errors import AppendConflict, VersionConflict
+from memory_adapters.facts import Fact
+from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.store import Store
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(slots=True)
+class _Row:
+    seq: int
+    batch: int
+    start_tokens: int
+    tokens: int
+    data: str
+    run_id: str | None
+    created_at: float
+
+    def record(self) -> Record:
+        return Record.from_row(self.seq, self.data, self.tokens, self.batch, self.run_id, self.created_at)
+
+
+@dataclass(slots=True)
+class _Conversation:
+    rows: list[_Row] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    total_tokens: int = 0
+    batches: dict[str, tuple[int, int]] = field(default_factory=dict)
+    summaries: list[Summary] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _FactRow:
+    data: str
+    words: dict[str, int]
+    version: int
+    importance: float
+    created_at: float
+    updated_at: float
+    expires_at: float | None
+
+    def live(self, now: float) -> bool:
+        return self.expires_at is None or self.expires_at > now
+
+    def fact(self, key: str, score: float | None = None) -> Fact:
+        return Fact.from_row(
+            key, self.data, self.version, self.importance, self.created_at, self.updated_at,
+            self.expires_at, score,
+        )
+
+
+def _words(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for w in _WORD.findall(text.lower()):
+        counts[w] = counts.get(w, 0) + 1
+    return counts
+
+
+class InMemoryStore(Store):
+    """A process-local store. Thread-safe; not shared between processes."""
+
+    scheme = "memory"
+    blocking = False
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._conversations: dict[str, _Conversation] = {}
+        self._facts: dict[tuple[str, str], dict[str, _FactRow]] = {}
+
+    # -- conversation log ----------------------------------------------------------------------
+
+    def append(
+        self,
+        conversation: str,
+        entries: Sequence[Entry],
+        *,
+        run_id: str | None = None,
+        expected_last_seq: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        with self._lock:
+            conv = self._conversations.setdefault(conversation, _Conversation())
+            if idempotency_key is not None and idempotency_key in conv.batches:
+                first, last = conv.batches[idempotency_key]
+                return AppendResult(first, last, duplicate=True)
+            last_seq = len(conv.rows)
+            if expected_last_seq is not None and expected_last_seq != last_seq:
+                raise AppendConflict(conversation, expected_last_seq, last_seq)
+            now = time.time()
+            first = last_seq + 1
+            for i, e in enumerate(entries):
+                conv.rows.append(
+                    _Row(first + i, first, conv.total_tokens, e.tokens, e.data, run_id, now)
+                )
+                conv.starts.append(conv.total_tokens)
+                conv.total_tokens += e.tokens
+            result = AppendResult(first, first + len(entries) - 1)
+            if idempotency_key is not None:
+                conv.batches[idempotency_key] = (result.first_seq, result.last_seq)
+            return result
+
+    def tail(
+        self, conversation: str, *, max_tokens: int | None = None, max_messages: int | None = None
+    ) -> list[Record]:
+        with self._lock:
+            conv = self._conversations.get(conversation)
+            if conv is None:
+                return []
+            start = 0
+            if max_tokens is not None:
+                start = bisect.bisect_left(conv.starts, conv.total_tokens - max_tokens)
+            if max_messages is not None:
+                start = max(start, len(conv.rows) - max_messages)
+            rows = conv.rows[start:]
+        return [r.record() for r in rows]
+
+    def read(
+        self, conversation: str, *, start_seq: int = 1, end_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        with self._lock:
+            conv = self._conversations.get(conversation)
+            if conv is None:
+                return []
+            lo = max(start_seq, 1) - 1
+            hi = len(conv.rows) if end_seq is None else min(end_seq, len(conv.rows))
+            if limit is not None:
+                hi = min(hi, lo + limit)
+            rows = conv.rows[lo:hi]
+        return [r.record() for r in rows]
+
+    def last_seq(self, conversation: str) -> int:
+        with self._lock:
+            conv = self._conversations.get(conversation)
+            return 0 if conv is None else len(conv.rows)
+
+    def delete_conversation(self, conversation: str) -> int:
+        with self._lock:
+            conv = self._conversations.pop(conversation, None)
+            return 0 if conv is None else len(conv.rows)
+
+    def put_summary(self, conversation: str, summary: Summary) -> None:
+        with self._lock:
+            conv = self._conversations.setdefault(conversation, _Conversation())
+            conv.summaries.append(summary)
+
+    def latest_summary(self, conversation: str) -> Summary | None:
+        with self._lock:
+            conv = self._conversations.get(conversation)
+            if conv is None or not conv.summaries:
+                return None
+            return max(conv.summaries, key=lambda s: s.end_seq)
+
+    # -- facts -------------------------------------------------------------------------------------
+
+    def put_fact(
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        data: str,
+        *,
+        text: str,
+        importance: float = 0.0,
+        expires_at: float | None = None,
+        expected_version: int | None = None,
+    ) -> Fact:
+        now = time.time()
+        with self._lock:
+            facts = self._facts.setdefault((namespace, scope), {})
+            row = facts.get(key)
+            if row is not None and not row.live(now):
+                row = None
+            current = 0 if row is None else row.version
+            if expected_version is not None and expected_version != current:
+                raise VersionConflict(key, expected_version, current)
+            new = _FactRow(
+                data, _words(text), current + 1, importance,
+                now if row is None else row.created_at, now, expires_at,
+            )
+            facts[key] = new
+            return new.fact(key)
+
+    def get_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
+        now = time.time()
+        with self._lock:
+            row = self._facts.get((namespace, scope), {}).get(key)
+            return row.fact(key) if row is not None and row.live(now) else None
+
+    def list_facts(self, namespace: str, scope: str, *, limit: int | None = None) -> list[Fact]:
+        now = time.time()
+        with self._lock:
+            rows = sorted(self._facts.get((namespace, scope), {}).items())
+            out = [row.fact(key) for key, row in rows if row.live(now)]
+        return out if limit is None else out[:limit]
+
+    def delete_fact(
+        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+    ) -> bool:
+        now = time.time()
+        with self._lock:
+            facts = self._facts.get((namespace, scope), {})
+            row = facts.get(key)
+            live = row is not None and row.live(now)
+            if expected_version is not None:
+                current = row.version if row is not None and live else 0
+                if current != expected_version:
+                    raise VersionConflict(key, expected_version, current)
+            if row is None:
+                return False
+            del facts[key]
+            return live
+
+    def search_facts(
+        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
+    ) -> list[Fact]:
+        now = time.time()
+        with self._lock:
+            scored = []
+            for key, row in self._facts.get((namespace, scope), {}).items():
+                if not row.live(now):
+                    continue
+                score = sum(row.words.get(t, 0) for t in terms)
+                if score:
+                    scored.append((score, row.importance, row.updated_at, key, row))
+        scored.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3]))
+        return [row.fact(key, float(score)) for score, _, _, key, row in scored[:limit]]
+
+    def prune(self) -> int:
+        now = time.time()
+        removed = 0
+        with self._lock:
+            for facts in self._facts.values():
+                dead = [k for k, row in facts.items() if not row.live(now)]
+                for k in dead:
+                    del facts[k]
+                removed += len(dead)
+        return removed

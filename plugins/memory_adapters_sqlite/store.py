@@ -1,0 +1,419 @@
+"""``SQLiteStore``: the store contract over SQLite (stdlib ``sqlite3``, WAL, FTS5).
+
+* Every append is one ``BEGIN IMMEDIATE`` transaction: it takes the database's write lock,
+  so seqs are gapless and batches never interleave, across threads and processes.
+* Each message stores the running token total before it (``start_tokens``); the tail within
+  a token budget is a range on the index ``(conversation, start_tokens)``.
+* Fact search uses an FTS5 table whose rows also carry an ``owner`` token (a hash of the
+  namespace and scope), so a search only ever matches the scope's own facts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
+from memory_adapters.facts import Fact
+from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.store import Store
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS ma_conversations (
+    key TEXT PRIMARY KEY,
+    last_seq INTEGER NOT NULL,
+    total_tokens INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ma_messages (
+    conversation TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    batch INTEGER NOT NULL,
+    start_tokens INTEGER NOT NULL,
+    tokens INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    data TEXT NOT NULL,
+    run_id TEXT,
+    idem_key TEXT,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (conversation, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ma_messages_tokens ON ma_messages (conversation, start_tokens);
+CREATE UNIQUE INDEX IF NOT EXISTS ma_messages_idem
+    ON ma_messages (conversation, idem_key) WHERE idem_key IS NOT NULL;
+CREATE TABLE IF NOT EXISTS ma_summaries (
+    conversation TEXT NOT NULL,
+    end_seq INTEGER NOT NULL,
+    start_seq INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (conversation, end_seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ma_facts (
+    id INTEGER PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    data TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    importance REAL NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    expires_at REAL,
+    UNIQUE (namespace, scope, key)
+);
+CREATE INDEX IF NOT EXISTS ma_facts_expiry ON ma_facts (expires_at) WHERE expires_at IS NOT NULL;
+CREATE VIRTUAL TABLE IF NOT EXISTS ma_facts_fts USING fts5(
+    owner, text, tokenize = 'unicode61 remove_diacritics 2'
+);
+"""
+
+_MSG = "seq, data, tokens, batch, run_id, created_at"
+_FACT = "key, data, version, importance, created_at, updated_at, expires_at"
+
+
+def _owner(namespace: str, scope: str) -> str:
+    return "o" + hashlib.sha256(f"{namespace}\x00{scope}".encode()).hexdigest()[:32]
+
+
+def _record(row: tuple[Any, ...]) -> Record:
+    return Record.from_row(row[0], row[1], row[2], row[3], row[4], row[5])
+
+
+def _fact(row: tuple[Any, ...], score: float | None = None) -> Fact:
+    return Fact.from_row(row[0], row[1], row[2], row[3], row[4], row[5], row[6], score)
+
+
+class SQLiteStore(Store):
+    """A store in one SQLite file, shared safely by threads and processes."""
+
+    scheme = "sqlite"
+
+    def __init__(self, path: str | os.PathLike[str] = ":memory:", *, timeout: float = 30.0) -> None:
+        self.path = os.fspath(path)
+        self.timeout = timeout
+        self._memory = self.path in (":memory:", "")
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        # A private in-memory database exists only in its one connection: share it, serialized.
+        self._shared: sqlite3.Connection | None = None
+        self._shared_lock = threading.RLock()
+        self._closed = False
+        with self._connection() as db:
+            self._migrate(db)
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StoreUnavailable("this SQLiteStore is closed")
+        try:
+            db = sqlite3.connect(
+                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+            )
+            db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            if not self._memory:
+                db.execute("PRAGMA journal_mode = WAL")
+                db.execute("PRAGMA synchronous = NORMAL")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        with self._all_lock:
+            self._all.append(db)
+        return db
+
+    @contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        if self._memory:
+            with self._shared_lock:
+                if self._shared is None:
+                    self._shared = self._connect()
+                yield self._shared
+            return
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = self._connect()
+        yield db
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction holding the database's write lock from its first statement."""
+        with self._connection() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version >= SCHEMA_VERSION:
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = db.execute("PRAGMA user_version").fetchone()
+            if version < SCHEMA_VERSION:
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        self._closed = True
+        with self._all_lock:
+            for db in self._all:
+                db.close()
+            self._all.clear()
+
+    # -- conversation log ----------------------------------------------------------------------
+
+    def append(
+        self,
+        conversation: str,
+        entries: Sequence[Entry],
+        *,
+        run_id: str | None = None,
+        expected_last_seq: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        now = time.time()
+        with self._write() as db:
+            if idempotency_key is not None:
+                row = db.execute(
+                    "SELECT batch FROM ma_messages WHERE conversation = ? AND idem_key = ?",
+                    (conversation, idempotency_key),
+                ).fetchone()
+                if row is not None:
+                    (last,) = db.execute(
+                        "SELECT max(seq) FROM ma_messages WHERE conversation = ? AND batch = ?",
+                        (conversation, row[0]),
+                    ).fetchone()
+                    return AppendResult(row[0], last, duplicate=True)
+            head = db.execute(
+                "SELECT last_seq, total_tokens FROM ma_conversations WHERE key = ?", (conversation,)
+            ).fetchone()
+            last_seq, total = head if head is not None else (0, 0)
+            if expected_last_seq is not None and expected_last_seq != last_seq:
+                raise AppendConflict(conversation, expected_last_seq, last_seq)
+            first = last_seq + 1
+            rows = []
+            for i, e in enumerate(entries):
+                rows.append((
+                    conversation, first + i, first, total, e.tokens, e.role, e.data, run_id,
+                    idempotency_key if i == 0 else None, now,
+                ))
+                total += e.tokens
+            db.executemany(
+                "INSERT INTO ma_messages (conversation, seq, batch, start_tokens, tokens, role, "
+                "data, run_id, idem_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            db.execute(
+                "INSERT INTO ma_conversations (key, last_seq, total_tokens) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET last_seq = excluded.last_seq, "
+                "total_tokens = excluded.total_tokens",
+                (conversation, first + len(entries) - 1, total),
+            )
+        return AppendResult(first, first + len(entries) - 1)
+
+    def tail(
+        self, conversation: str, *, max_tokens: int | None = None, max_messages: int | None = None
+    ) -> list[Record]:
+        limit = -1 if max_messages is None else max_messages
+        with self._connection() as db:
+            if max_tokens is None:
+                rows = db.execute(
+                    f"SELECT {_MSG} FROM ma_messages WHERE conversation = ? "
+                    "ORDER BY seq DESC LIMIT ?",
+                    (conversation, limit),
+                ).fetchall()
+            else:
+                rows = db.execute(
+                    f"SELECT {_MSG} FROM ma_messages WHERE conversation = :c AND start_tokens >= "
+                    "(SELECT total_tokens FROM ma_conversations WHERE key = :c) - :budget "
+                    "ORDER BY start_tokens DESC, seq DESC LIMIT :n",
+                    {"c": conversation, "budget": max_tokens, "n": limit},
+                ).fetchall()
+        return [_record(r) for r in reversed(rows)]
+
+    def read(
+        self, conversation: str, *, start_seq: int = 1, end_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        with self._connection() as db:
+            rows = db.execute(
+                f"SELECT {_MSG} FROM ma_messages WHERE conversation = ? AND seq >= ? AND seq <= ? "
+                "ORDER BY seq LIMIT ?",
+                (conversation, start_seq, end_seq if end_seq is not None else 2**62,
+                 -1 if limit is None else limit),
+            ).fetchall()
+        return [_record(r) for r in rows]
+
+    def last_seq(self, conversation: str) -> int:
+        with self._connection() as db:
+            row = db.execute(
+                "SELECT last_seq FROM ma_conversations WHERE key = ?", (conversation,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def delete_conversation(self, conversation: str) -> int:
+        with self._write() as db:
+            n = db.execute("DELETE FROM ma_messages WHERE conversation = ?", (conversation,)).rowcount
+            db.execute("DELETE FROM ma_summaries WHERE conversation = ?", (conversation,))
+            db.execute("DELETE FROM ma_conversations WHERE key = ?", (conversation,))
+        return int(n)
+
+    def put_summary(self, conversation: str, summary: Summary) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO ma_summaries (conversation, end_seq, start_seq, text, "
+                "tokens, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation, summary.end_seq, summary.start_seq, summary.text, summary.tokens,
+                 summary.created_at or time.time()),
+            )
+
+    def latest_summary(self, conversation: str) -> Summary | None:
+        with self._connection() as db:
+            row = db.execute(
+                "SELECT start_seq, end_seq, text, tokens, created_at FROM ma_summaries "
+                "WHERE conversation = ? ORDER BY end_seq DESC LIMIT 1",
+                (conversation,),
+            ).fetchone()
+        return None if row is None else Summary(row[0], row[1], row[2], row[3], row[4])
+
+    # -- facts -------------------------------------------------------------------------------------
+
+    def _current(
+        self, db: sqlite3.Connection, namespace: str, scope: str, key: str, now: float
+    ) -> tuple[int, int, float] | None:
+        """(id, version, created_at) of the live fact, or None (an expired one is removed)."""
+        row = db.execute(
+            "SELECT id, version, created_at, expires_at FROM ma_facts "
+            "WHERE namespace = ? AND scope = ? AND key = ?",
+            (namespace, scope, key),
+        ).fetchone()
+        if row is None:
+            return None
+        if row[3] is not None and row[3] <= now:
+            db.execute("DELETE FROM ma_facts WHERE id = ?", (row[0],))
+            db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (row[0],))
+            return None
+        return row[0], row[1], row[2]
+
+    def put_fact(
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        data: str,
+        *,
+        text: str,
+        importance: float = 0.0,
+        expires_at: float | None = None,
+        expected_version: int | None = None,
+    ) -> Fact:
+        now = time.time()
+        with self._write() as db:
+            current = self._current(db, namespace, scope, key, now)
+            version = 0 if current is None else current[1]
+            if expected_version is not None and expected_version != version:
+                raise VersionConflict(key, expected_version, version)
+            if current is None:
+                created = now
+                fact_id = db.execute(
+                    "INSERT INTO ma_facts (namespace, scope, key, data, version, importance, "
+                    "created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
+                    (namespace, scope, key, data, importance, now, now, expires_at),
+                ).lastrowid
+            else:
+                fact_id, _, created = current
+                db.execute(
+                    "UPDATE ma_facts SET data = ?, version = version + 1, importance = ?, "
+                    "updated_at = ?, expires_at = ? WHERE id = ?",
+                    (data, importance, now, expires_at, fact_id),
+                )
+                db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (fact_id,))
+            db.execute(
+                "INSERT INTO ma_facts_fts (rowid, owner, text) VALUES (?, ?, ?)",
+                (fact_id, _owner(namespace, scope), text),
+            )
+        return Fact.from_row(key, data, version + 1, importance, created, now, expires_at)
+
+    def get_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
+        with self._connection() as db:
+            row = db.execute(
+                f"SELECT {_FACT} FROM ma_facts WHERE namespace = ? AND scope = ? AND key = ? "
+                "AND (expires_at IS NULL OR expires_at > ?)",
+                (namespace, scope, key, time.time()),
+            ).fetchone()
+        return None if row is None else _fact(row)
+
+    def list_facts(self, namespace: str, scope: str, *, limit: int | None = None) -> list[Fact]:
+        with self._connection() as db:
+            rows = db.execute(
+                f"SELECT {_FACT} FROM ma_facts WHERE namespace = ? AND scope = ? "
+                "AND (expires_at IS NULL OR expires_at > ?) ORDER BY key LIMIT ?",
+                (namespace, scope, time.time(), -1 if limit is None else limit),
+            ).fetchall()
+        return [_fact(r) for r in rows]
+
+    def delete_fact(
+        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+    ) -> bool:
+        with self._write() as db:
+            current = self._current(db, namespace, scope, key, time.time())
+            version = 0 if current is None else current[1]
+            if expected_version is not None and expected_version != version:
+                raise VersionConflict(key, expected_version, version)
+            if current is None:
+                return False
+            db.execute("DELETE FROM ma_facts WHERE id = ?", (current[0],))
+            db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (current[0],))
+        return True
+
+    def search_facts(
+        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
+    ) -> list[Fact]:
+        if not terms:
+            return []
+        words = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        query = f'owner : "{_owner(namespace, scope)}" AND text : ({words})'
+        with self._connection() as db:
+            rows = db.execute(
+                f"SELECT {', '.join('f.' + c.strip() for c in _FACT.split(','))}, "
+                "bm25(ma_facts_fts, 0.0, 1.0) AS rank FROM ma_facts_fts "
+                "JOIN ma_facts AS f ON f.id = ma_facts_fts.rowid "
+                "WHERE ma_facts_fts MATCH ? AND f.namespace = ? AND f.scope = ? "
+                "AND (f.expires_at IS NULL OR f.expires_at > ?) "
+                "ORDER BY rank, f.importance DESC, f.updated_at DESC LIMIT ?",
+                (query, namespace, scope, time.time(), limit),
+            ).fetchall()
+        return [_fact(r[:7], -float(r[7])) for r in rows]
+
+    def prune(self) -> int:
+        with self._write() as db:
+            now = time.time()
+            ids = [
+                r[0]
+                for r in db.execute(
+                    "SELECT id FROM ma_facts WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+                )
+            ]
+            for fact_id in ids:
+                db.execute("DELETE FROM ma_facts WHERE id = ?", (fact_id,))
+                db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (fact_id,))
+        return len(ids)

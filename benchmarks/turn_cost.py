@@ -1,0 +1,533 @@
+"""Cost per turn of memory work, as the stored conversation grows.
+
+What is measured
+    One *turn of memory work* is what an agent adapter does around every model call:
+    load the window of past messages for the model
+    (``memory.conversation.window(max_tokens=W)``) and persist the turn just finished
+    (``memory.conversation.append([...])``, four messages: user, assistant calling a tool,
+    tool result, assistant). For each store and for each conversation size (messages already
+    stored: 10, 1,000 and 10,000 by default) the benchmark preloads one conversation, warms
+    up, then times ``--turns`` turns with ``time.perf_counter_ns`` and the garbage collector
+    disabled, and reports the median and 90th percentile in microseconds, split into window
+    and append, with the window's size in messages and tokens.
+
+Why
+    The window is a token budget, so the model sees the same amount of history whatever the
+    length of the conversation; the store reads only that window, by an index range on the
+    running token totals (see ``memory_adapters.store.Store.tail``), and an append touches
+    only the conversation's head row and the new rows. The cost per turn must therefore stay
+    flat as the conversation grows: the last line per store, ``ratio 10000/10``, is the
+    median at the largest size over the median at the smallest, and should be close to 1
+    (above 2 means something reads or writes in proportion to the conversation). Peers that
+    load whole histories grow linearly instead (see DESIGN.md, "Measures").
+
+The window is the same at every size (printed per row so that this is visible): every turn
+has the same token count, and warm-up continues until the window stops growing, so that
+even the smallest conversation fills the budget before timing starts.
+
+Stores and peers are rows of :data:`SUBJECTS`, a registry of name -> factory; a new store
+(PostgreSQL, MongoDB) or a peer (langchain-postgres, pydantic-ai) is one more factory that
+returns an object implementing :class:`Subject`.
+
+Run ``python benchmarks/turn_cost.py --help`` for the options; ``--quick`` is the CI smoke run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from memory_adapters import Memory, Message, ToolCall, ToolResult, Window
+from memory_adapters import tokens as ma_tokens
+
+DEFAULT_SIZES = (10, 1000, 10000)
+DEFAULT_TURNS = 200
+DEFAULT_WARMUP = 5
+DEFAULT_WINDOW_TOKENS = 2000
+MAX_WARMUP = 500
+"""Warm-up gives up waiting for a steady window after this many turns (a huge budget)."""
+
+QUICK_SIZES = (10, 1000, 10000)
+QUICK_TURNS = 30
+QUICK_WARMUP = 3
+
+USER_ID = "bench-user"
+
+
+# -- the conversation ---------------------------------------------------------------------------
+
+_USER_TEXT = (
+    "I'm planning the quarterly data migration for the billing service. Can you look up "
+    "what our runbook says about moving the invoices table without downtime, and tell me "
+    "which steps need a maintenance window and which can run while traffic is live?"
+)
+_TOOL_ARGS: dict[str, Any] = {
+    "query": "billing invoices table online migration runbook",
+    "limit": 4,
+    "collection": "runbooks",
+}
+_TOOL_HITS: list[dict[str, Any]] = [
+    {
+        "title": f"Runbook: billing migrations, part {part}",
+        "score": round(0.91 - 0.07 * part, 2),
+        "snippet": (
+            "Create the new table alongside the old one and backfill it in batches of 10,000 "
+            "rows, throttled to keep replication lag under five seconds. Enable dual writes "
+            "behind the billing.dual_write flag, verify row counts and checksums per day of "
+            "invoices, then switch reads. The final rename needs a short maintenance window "
+            "because it takes an exclusive lock on both tables."
+        ),
+    }
+    for part in range(1, 5)
+]
+_ANSWER_TEXT = (
+    "According to the runbook, almost all of the migration can run with live traffic: create "
+    "the new invoices table, backfill it in throttled batches of 10,000 rows while keeping "
+    "replication lag under five seconds, turn on dual writes with the billing.dual_write "
+    "flag, and verify row counts and checksums day by day before switching reads over. Only "
+    "the final rename needs a maintenance window, because it locks both tables exclusively; "
+    "it is short, so schedule it for the lowest-traffic hour and keep the old table until the "
+    "next billing cycle has closed cleanly."
+)
+
+
+def make_turn(n: int) -> list[Message]:
+    """Turn ``n``: user, assistant calling a tool, the tool's result, assistant.
+
+    Every turn has the same token count (the call id, which differs, is not counted), so that
+    a token-budget window holds the same number of messages wherever it ends.
+    """
+    call_id = f"call-{n:08d}"
+    return [
+        Message.user(_USER_TEXT),
+        Message.assistant(tool_calls=[ToolCall(call_id, "search_docs", dict(_TOOL_ARGS))]),
+        Message.tool(ToolResult(call_id, {"hits": _TOOL_HITS}, name="search_docs")),
+        Message.assistant(_ANSWER_TEXT),
+    ]
+
+
+def preload_batches(size: int) -> Iterator[list[Message]]:
+    """Batches holding exactly ``size`` messages: the first ``size % 4`` messages of a turn
+    (if any), then whole turns of four."""
+    head = size % 4
+    if head:
+        yield make_turn(0)[:head]
+    for n in range(1, size // 4 + 1):
+        yield make_turn(n)
+
+
+# -- what is measured: subjects ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BenchContext:
+    """What factories may use: a scratch directory (deleted after the run) and the budget."""
+
+    workdir: Path
+    window_tokens: int
+
+
+class Subject(Protocol):
+    """One store (or peer) holding one conversation, for one row of the table.
+
+    ``load_window`` and ``append`` are timed; everything else is not. ``prepare`` converts a
+    turn to whatever ``append`` takes (a peer converts to its framework's messages there).
+    """
+
+    label: str
+
+    def preload(self, batches: Iterator[list[Message]]) -> None: ...
+
+    def count(self) -> int: ...
+
+    def prepare(self, messages: list[Message]) -> object: ...
+
+    def load_window(self) -> object: ...
+
+    def append(self, prepared: object) -> None: ...
+
+    def window_shape(self, window: object) -> tuple[int, int]:
+        """(messages, tokens) of a window returned by :meth:`load_window`."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class MemorySubject:
+    """memory-adapters' own ``Memory`` over the store at ``url``."""
+
+    def __init__(self, url: str, ctx: BenchContext, conversation: str) -> None:
+        self.label = url
+        self.window_tokens = ctx.window_tokens
+        self.memory = Memory(url)
+        self._session = self.memory.session(user_id=USER_ID, conversation_id=conversation)
+        self._session.__enter__()
+
+    def preload(self, batches: Iterator[list[Message]]) -> None:
+        for batch in batches:
+            self.memory.conversation.append(batch)
+
+    def count(self) -> int:
+        return self.memory.conversation.last_seq()
+
+    def prepare(self, messages: list[Message]) -> object:
+        return messages
+
+    def load_window(self) -> object:
+        return self.memory.conversation.window(max_tokens=self.window_tokens)
+
+    def append(self, prepared: object) -> None:
+        assert isinstance(prepared, list)
+        self.memory.conversation.append(prepared)
+
+    def window_shape(self, window: object) -> tuple[int, int]:
+        assert isinstance(window, Window)
+        return len(window.messages()), window.tokens
+
+    def close(self) -> None:
+        self._session.__exit__(None, None, None)
+        self.memory.close()
+
+
+SubjectFactory = Callable[[BenchContext, str], Subject]
+"""Builds the subject of one row: ``factory(ctx, conversation_id)``."""
+
+
+def _memory_store(ctx: BenchContext, conversation: str) -> Subject:
+    return MemorySubject("memory://", ctx, conversation)
+
+
+def _sqlite_store(ctx: BenchContext, conversation: str) -> Subject:
+    # ctx.workdir is absolute, so this is sqlite:////tmp/.../bench.db (an absolute path).
+    return MemorySubject(f"sqlite:///{ctx.workdir}/bench.db", ctx, conversation)
+
+
+SUBJECTS: dict[str, SubjectFactory] = {
+    "memory": _memory_store,
+    "sqlite": _sqlite_store,
+}
+"""Rows of the benchmark, by ``--stores`` name. Add PostgreSQL/MongoDB stores (a
+``MemorySubject`` over their URL, e.g. from an environment variable) and peers (a class
+implementing :class:`Subject`) here."""
+
+
+# -- the run ----------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Row:
+    """The result of one (store, size)."""
+
+    store: str
+    url: str
+    size: int
+    stored_after: int
+    warmup_turns: int
+    turns: int
+    window_messages: int
+    window_tokens: int
+    window_varied: bool
+    median_us: float
+    p90_us: float
+    min_us: float
+    max_us: float
+    window_median_us: float
+    append_median_us: float
+    preload_s: float
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of an already sorted, non-empty sequence."""
+    rank = max(1, math.ceil(q / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def measure(
+    name: str, factory: SubjectFactory, ctx: BenchContext, size: int, turns: int, warmup: int
+) -> Row:
+    """Preload a conversation of ``size`` messages, warm up, and time ``turns`` turns."""
+    subject = factory(ctx, f"bench-{size}")
+    try:
+        t0 = time.perf_counter()
+        subject.preload(preload_batches(size))
+        preload_s = time.perf_counter() - t0
+        stored = subject.count()
+        if stored != size:
+            raise RuntimeError(f"{name}: preloaded {stored} messages, expected {size}")
+
+        # Warm up: at least `warmup` turns, and until the window has stopped growing.
+        n = size // 4 + 1
+        done = 0
+        previous: tuple[int, int] | None = None
+        while True:
+            shape = subject.window_shape(subject.load_window())
+            subject.append(subject.prepare(make_turn(n)))
+            n += 1
+            done += 1
+            if (done >= warmup and shape == previous) or done >= MAX_WARMUP:
+                break
+            previous = shape
+
+        prepared = [subject.prepare(make_turn(n + i)) for i in range(turns)]
+        totals: list[int] = []
+        windows: list[int] = []
+        appends: list[int] = []
+        shapes: set[tuple[int, int]] = set()
+        clock = time.perf_counter_ns
+        gc.collect()
+        gc.disable()
+        try:
+            for p in prepared:
+                t0_ns = clock()
+                window = subject.load_window()
+                t1_ns = clock()
+                subject.append(p)
+                t2_ns = clock()
+                totals.append(t2_ns - t0_ns)
+                windows.append(t1_ns - t0_ns)
+                appends.append(t2_ns - t1_ns)
+                shapes.add(subject.window_shape(window))
+        finally:
+            gc.enable()
+        stored_after = subject.count()
+    finally:
+        subject.close()
+
+    us = sorted(t / 1000 for t in totals)
+    messages, tokens = max(shapes)
+    return Row(
+        store=name,
+        url=subject.label,
+        size=size,
+        stored_after=stored_after,
+        warmup_turns=done,
+        turns=turns,
+        window_messages=messages,
+        window_tokens=tokens,
+        window_varied=len(shapes) > 1,
+        median_us=statistics.median(us),
+        p90_us=percentile(us, 90),
+        min_us=us[0],
+        max_us=us[-1],
+        window_median_us=statistics.median(windows) / 1000,
+        append_median_us=statistics.median(appends) / 1000,
+        preload_s=preload_s,
+    )
+
+
+# -- output -----------------------------------------------------------------------------------
+
+_COLUMNS: tuple[tuple[str, int], ...] = (
+    ("store", 8),
+    ("size", 7),
+    ("stored@end", 10),
+    ("win msgs", 8),
+    ("win tok", 7),
+    ("median us", 10),
+    ("p90 us", 10),
+    ("window us", 10),
+    ("append us", 10),
+    ("preload s", 9),
+)
+
+
+def _line(cells: Sequence[str]) -> str:
+    parts = [cells[0].ljust(_COLUMNS[0][1])]
+    parts += [c.rjust(w) for c, (_, w) in zip(cells[1:], _COLUMNS[1:], strict=True)]
+    return "  ".join(parts)
+
+
+def format_row(r: Row) -> str:
+    return _line((
+        r.store,
+        str(r.size),
+        str(r.stored_after),
+        str(r.window_messages) + ("*" if r.window_varied else ""),
+        str(r.window_tokens),
+        f"{r.median_us:.1f}",
+        f"{r.p90_us:.1f}",
+        f"{r.window_median_us:.1f}",
+        f"{r.append_median_us:.1f}",
+        f"{r.preload_s:.2f}",
+    ))
+
+
+def ratios(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
+    """Per store: median at the largest size over median at the smallest."""
+    out: dict[str, dict[str, Any]] = {}
+    for store in dict.fromkeys(r.store for r in rows):
+        mine = [r for r in rows if r.store == store]
+        lo = min(mine, key=lambda r: r.size)
+        hi = max(mine, key=lambda r: r.size)
+        if lo.size != hi.size:
+            out[store] = {"from": lo.size, "to": hi.size, "ratio": hi.median_us / lo.median_us}
+    return out
+
+
+def environment(args: argparse.Namespace, sizes: list[int], stores: list[str]) -> dict[str, Any]:
+    enc = ma_tokens.encoding(None)
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "sqlite": sqlite3.sqlite_version,
+        "tokenizer": getattr(enc, "name", "approximate"),
+        "stores": stores,
+        "sizes": sizes,
+        "turns": args.turns,
+        "min_warmup": args.warmup,
+        "window_tokens": args.window_tokens,
+        "quick": args.quick,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+# -- command line -----------------------------------------------------------------------------
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"sizes must be positive integers: {text!r}")
+    return sorted(set(values))
+
+
+def _store_list(text: str) -> list[str]:
+    names = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [n for n in names if n not in SUBJECTS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown store(s) {', '.join(unknown) or text!r}; known: {', '.join(SUBJECTS)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="turn_cost.py",
+        description="Time one turn of memory work (load the window + append a turn) with "
+        "10, 1,000 and 10,000 messages already stored; the cost must stay flat.",
+    )
+    parser.add_argument(
+        "--stores", type=_store_list, default=None,
+        help=f"comma-separated subjects, from: {', '.join(SUBJECTS)} (default: all)",
+    )
+    parser.add_argument(
+        "--sizes", type=_int_list, default=None,
+        help="comma-separated numbers of messages stored before timing "
+        f"(default: {','.join(map(str, DEFAULT_SIZES))})",
+    )
+    parser.add_argument(
+        "--turns", type=_positive, default=None,
+        help=f"timed turns per size (default: {DEFAULT_TURNS}; --quick: {QUICK_TURNS})",
+    )
+    parser.add_argument(
+        "--warmup", type=_positive, default=None,
+        help=f"least warm-up turns per size; warm-up also lasts until the window is full "
+        f"(default: {DEFAULT_WARMUP}; --quick: {QUICK_WARMUP})",
+    )
+    parser.add_argument(
+        "--window-tokens", type=_positive, default=DEFAULT_WINDOW_TOKENS,
+        help=f"token budget of the window loaded each turn (default: {DEFAULT_WINDOW_TOKENS})",
+    )
+    parser.add_argument(
+        "--quick", action="store_true",
+        help=f"fast smoke run for CI: {QUICK_TURNS} turns and {QUICK_WARMUP} warm-up turns "
+        "per size (unless given)",
+    )
+    parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    if args.stores is None:
+        args.stores = list(SUBJECTS)
+    if args.sizes is None:
+        args.sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
+    if args.turns is None:
+        args.turns = QUICK_TURNS if args.quick else DEFAULT_TURNS
+    if args.warmup is None:
+        args.warmup = QUICK_WARMUP if args.quick else DEFAULT_WARMUP
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    stores: list[str] = args.stores
+    sizes: list[int] = args.sizes
+    env = environment(args, sizes, stores)
+    print(
+        f"turn cost: window(max_tokens={args.window_tokens}) + append(4 messages); "
+        f"{args.turns} timed turns per size, >= {args.warmup} warm-up"
+    )
+    print(
+        f"python {env['python']} | sqlite {env['sqlite']} | tokenizer {env['tokenizer']} | "
+        f"{env['platform']} | {env['cpus']} cpus"
+    )
+    print()
+    print(_line([c for c, _ in _COLUMNS]))
+    print(_line(["-" * w for _, w in _COLUMNS]))
+
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="turn-cost-") as tmp:
+        for name in stores:
+            ctx = BenchContext(Path(tmp, name).resolve(), args.window_tokens)
+            ctx.workdir.mkdir()
+            for size in sizes:
+                row = measure(name, SUBJECTS[name], ctx, size, args.turns, args.warmup)
+                rows.append(row)
+                print(format_row(row), flush=True)
+
+    print()
+    shapes = {(r.window_messages, r.window_tokens) for r in rows}
+    if len(shapes) == 1 and not any(r.window_varied for r in rows):
+        ((msgs, toks),) = shapes
+        print(f"window: {msgs} messages / {toks} tokens in every row (same work at every size)")
+    else:
+        print(
+            "WARNING: the window differs between rows (* = varied between turns); the rows "
+            "do not do the same work. Use more --warmup or a smaller --window-tokens."
+        )
+    found = ratios(rows)
+    for store, r in found.items():
+        print(f"{store}: ratio {r['to']}/{r['from']}: {r['ratio']:.2f}")
+
+    if args.json is not None:
+        payload = {
+            "benchmark": "turn_cost",
+            "environment": env,
+            "rows": [asdict(r) for r in rows],
+            "ratios": found,
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

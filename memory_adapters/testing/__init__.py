@@ -1,0 +1,26 @@
+"""The conformance kit: the one test suite every store must pass, built-in and third-party.
+
+Subclass :class:`StoreConformance` in a test module and give it a ``store`` fixture that
+yields a fresh, empty store; pytest then runs the whole suite against it::
+
+    import pytest
+    from memory_adapters.testing import StoreConformance
+
+    class TestMyStore(StoreConformance):
+        @pytest.fixture
+        def store(self, tmp_path):
+            s = MyStore(tmp_path / "db")
+            yield s
+            s.close()
+
+A store that several processes can share also subclasses
+:class:`MultiProcessConformance` and gives a ``store_factory`` fixture: a picklable
+zero-argument callable that opens the *same* store from another process (for example
+``functools.partial(SQLiteStore, path)``).
+
+Needs pytest (``pip install "memory-adapters[dev]"``).
+"""
+
+from .conformance import MultiProcessConformance, StoreConformance
+
+__all__ = ["MultiProcessConformance", "StoreConformance"]

@@ -1,0 +1,784 @@
+"""The store conformance suite (see :mod:`memory_adapters.testing`)."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from memory_adapters import (
+    AppendConflict,
+    InvalidId,
+    InvalidInput,
+    InvalidTTL,
+    InvalidValue,
+    Memory,
+    MergeConflict,
+    Message,
+    NoScope,
+    Store,
+    ToolCall,
+    ToolResult,
+    ValueTooLarge,
+    VersionConflict,
+    hookimpl,
+)
+from memory_adapters.messages import Entry, Record
+from memory_adapters.validation import MAX_ID_LENGTH, MAX_VALUE_BYTES
+
+StoreFactory = Callable[[], Store]
+
+HOSTILE_KEYS = [
+    "$gt",
+    "$where",
+    "$ne",
+    "a.b",
+    "a.$b",
+    '{"$gt": ""}',
+    "'; DROP TABLE ma_facts; --",
+    "\" OR 1=1 --",
+    "x' OR '1'='1",
+    "%",
+    "_",
+    "*",
+    "\\",
+    "NULL",
+    "owner : anything",
+    "ünïcødé ✓ 🦜",
+    "key with spaces",
+    "k" * MAX_ID_LENGTH,
+]
+
+HOSTILE_VALUES: list[Any] = [
+    {"$gt": ""},
+    {"$where": "sleep(1000)"},
+    {"a.b": 1, "$set": {"x.y": [1, {"$inc": 2}]}},
+    "text with a NUL \x00 inside",
+    {"nul\x00key": "nul\x00value"},
+    "'; DROP TABLE ma_messages; --",
+    "emoji 🦜, RTL \u05e9\u05dc\u05d5\u05dd, combining e\u0301, line sep \u2028, tab\t, newline\n",
+    [1, 2.5, -3, True, False, None, "", [], {}],
+    10**18,
+    -(2**53) + 1,
+    1e-300,
+    "",
+    {"": ""},
+]
+
+
+def turn(tag: str, tokens_hint: int = 0) -> list[Message]:
+    """A 4-message turn with a tool call, tagged so tests can find it again."""
+    call = ToolCall(f"call-{tag}", "lookup", {"tag": tag})
+    return [
+        Message.user(f"question {tag}" + " pad" * tokens_hint),
+        Message.assistant("", [call]),
+        Message.tool(ToolResult(call.id, {"answer": tag}, name="lookup")),
+        Message.assistant(f"answer {tag}"),
+    ]
+
+
+def _entries(tag: str, n: int) -> list[Entry]:
+    return [Entry.of(Message.user(f"{tag}:{i}"), 10, 1 << 20) for i in range(n)]
+
+
+def _append_worker(factory: StoreFactory, conversation: str, writer: int, batches: int) -> None:
+    store = factory()
+    try:
+        for i in range(batches):
+            store.append(conversation, _entries(f"w{writer}b{i}", 3))
+    finally:
+        store.close()
+
+
+def check_log(records: list[Record], writers: int, batches: int, size: int) -> None:
+    """Assert a log written by concurrent writers: no loss, no duplicate, no gap, no split."""
+    assert [r.seq for r in records] == list(range(1, writers * batches * size + 1)), "gap or loss"
+    texts = [r.message.text for r in records]
+    assert len(set(texts)) == len(texts), "duplicated messages"
+    last_batch_of: dict[int, int] = {}
+    for start in range(0, len(records), size):
+        chunk = records[start : start + size]
+        tags = {r.message.text.split(":")[0] for r in chunk}
+        assert len(tags) == 1, f"a batch was split or interleaved at seq {chunk[0].seq}: {tags}"
+        assert [r.message.text.split(":")[1] for r in chunk] == [str(i) for i in range(size)]
+        assert {r.batch for r in chunk} == {chunk[0].seq}, "batch field is not the first seq"
+        tag = tags.pop()
+        writer, batch = (int(x) for x in tag[1:].split("b"))
+        assert batch == last_batch_of.get(writer, -1) + 1, f"writer {writer} out of order"
+        last_batch_of[writer] = batch
+    assert all(last_batch_of[w] == batches - 1 for w in range(writers))
+
+
+class StoreConformance:
+    """The suite. Subclass it and provide a ``store`` fixture yielding a fresh, empty store."""
+
+    @pytest.fixture
+    def store(self) -> Iterator[Store]:  # pragma: no cover - replaced by the subclass
+        raise NotImplementedError("give the conformance suite a `store` fixture")
+
+    @pytest.fixture
+    def memory(self, store: Store) -> Memory:
+        """A ``Memory`` over the store under test, with no third-party plugins."""
+        return Memory(store=store, load_entrypoints=False)
+
+    # -- conversation log: round trips, order ---------------------------------------------------
+
+    def test_round_trip_is_exact(self, memory: Memory) -> None:
+        call = ToolCall("c1", "get_weather", {"city": "Lisbon", "units": ["C"], "nested": {"$gt": 1}})
+        sent = [
+            Message.system("be brief"),
+            Message.user("héllo \x00 🦜 \u2028"),
+            Message("assistant", "", [call], framework="pydantic-ai", raw={"parts": [{"k": "$v"}]},
+                    meta={"model": "test"}),
+            Message.tool(ToolResult("c1", {"temp": 21.5, "ok": True}, name="get_weather")),
+            Message.tool(ToolResult("c2", "boom", is_error=True)),
+            Message.assistant("It is 21.5°C."),
+        ]
+        with memory.session(user_id="u", conversation_id="c"):
+            result = memory.conversation.append(sent, run_id="run-1")
+            assert (result.first_seq, result.last_seq, result.duplicate) == (1, 6, False)
+            got = memory.conversation.read()
+        assert [r.message.to_dict() for r in got] == [m.to_dict() for m in sent]
+        assert [r.seq for r in got] == [1, 2, 3, 4, 5, 6]
+        assert {r.batch for r in got} == {1}
+        assert {r.run_id for r in got} == {"run-1"}
+        assert all(r.tokens > 0 for r in got)
+
+    def test_async_round_trip(self, memory: Memory) -> None:
+        async def go() -> list[Record]:
+            async with memory.session(user_id="u", conversation_id="c"):
+                await memory.conversation.aappend(turn("a"))
+                await memory.conversation.aappend(turn("b"))
+                assert await memory.conversation.alast_seq() == 8
+                window = await memory.conversation.awindow(max_messages=4)
+                assert [r.seq for r in window.records] == [5, 6, 7, 8]
+                return await memory.conversation.aread()
+
+        records = asyncio.run(go())
+        assert [r.message.to_dict() for r in records] == [m.to_dict() for m in turn("a") + turn("b")]
+
+    def test_empty_and_unknown_conversations(self, store: Store, memory: Memory) -> None:
+        assert store.last_seq("nobody") == 0
+        assert store.tail("nobody", max_tokens=100) == []
+        assert store.tail("nobody", max_messages=5) == []
+        assert store.read("nobody") == []
+        assert store.latest_summary("nobody") is None
+        with memory.session(conversation_id="empty"):
+            assert memory.conversation.window().messages() == []
+
+    def test_order_and_seq_are_gapless(self, store: Store) -> None:
+        for i in range(30):
+            store.append("conv", _entries(f"w0b{i}", 1 + i % 3))
+        records = store.read("conv")
+        assert [r.seq for r in records] == list(range(1, len(records) + 1))
+        tags = [r.message.text for r in records]
+        expected = [f"w0b{i}:{j}" for i in range(30) for j in range(1 + i % 3)]
+        assert tags == expected
+        assert store.last_seq("conv") == len(expected)
+        assert [r.seq for r in store.read("conv", start_seq=5, end_seq=9)] == [5, 6, 7, 8, 9]
+        assert [r.seq for r in store.read("conv", start_seq=5, limit=2)] == [5, 6]
+
+    def test_delete_conversation(self, store: Store, memory: Memory) -> None:
+        with memory.session(conversation_id="gone"):
+            memory.conversation.append(turn("x"))
+        with memory.session(conversation_id="kept"):
+            memory.conversation.append(turn("y"))
+            assert memory.conversation.last_seq() == 4
+        with memory.session(conversation_id="gone"):
+            assert memory.conversation.clear() == 4
+            assert memory.conversation.last_seq() == 0
+            assert memory.conversation.append(turn("z")).first_seq == 1
+        with memory.session(conversation_id="kept"):
+            assert memory.conversation.last_seq() == 4
+
+    # -- windows --------------------------------------------------------------------------------
+
+    def test_windows_at_the_tail_of_10000_messages(self, memory: Memory) -> None:
+        with memory.session(user_id="u", conversation_id="long"):
+            conv = memory.conversation
+            conv.append([Message.system("you are a test")])
+            for i in range(2500):
+                conv.append(turn(f"{i}", tokens_hint=i % 7))
+            assert conv.last_seq() == 10001
+            all_records = conv.read(start_seq=9000)
+            by_seq = {r.seq: r for r in all_records}
+
+            for budget in (50, 300, 1000, 2500):
+                w = conv.window(max_tokens=budget, pin_system=False)
+                seqs = [r.seq for r in w.records]
+                assert seqs == list(range(seqs[0], 10002)), "window is not a contiguous tail"
+                assert w.tokens <= budget
+                assert w.records[0].message.role == "user"
+                # maximal: the previous user turn would not have fitted
+                prev_user = max(s for s in by_seq if s < seqs[0] and by_seq[s].message.role == "user")
+                extra = sum(by_seq[s].tokens for s in range(prev_user, seqs[0]))
+                assert w.tokens + extra > budget
+
+            w = conv.window(max_messages=10, max_tokens=None, pin_system=False)
+            assert [r.seq for r in w.records] == list(range(9994, 10002))  # 10 → starts at a user turn
+            w = conv.window(max_messages=10, max_tokens=30, pin_system=False)
+            assert w.tokens <= 30 and len(w.records) <= 10
+            w = conv.window(max_tokens=500)
+            assert w.pinned[0].seq == 1 and w.pinned[0].message.role == "system"
+            assert w.messages()[0].text == "you are a test"
+            assert w.tokens <= 500
+
+    def test_window_never_splits_tool_calls(self, memory: Memory) -> None:
+        with memory.session(conversation_id="tools"):
+            conv = memory.conversation
+            conv.append(turn("a"))
+            # a failed run: the tool call was stored, its result never came
+            conv.append([Message.user("failing"), Message.assistant("let me look", [ToolCall("lost", "f", {})])])
+            # a stray result whose call is gone
+            conv.append([Message.user("again"), Message.tool(ToolResult("ghost", "x")), Message.assistant("ok")])
+            conv.append(turn("b"))
+            w = conv.window(max_tokens=100_000)
+            msgs = w.messages()
+            calls = {c.id for m in msgs for c in m.tool_calls}
+            results = {r.id for m in msgs for r in m.tool_results}
+            assert calls == results == {"call-a", "call-b"}
+            assert msgs[0].role == "user"
+            trimmed = [m for m in msgs if m.meta.get("trimmed")]
+            assert [m.text for m in trimmed] == ["let me look"]
+            assert trimmed[0].raw is None
+            # a window cut inside a turn starts at the next user turn
+            for n in range(1, 8):
+                w = conv.window(max_messages=n)
+                assert not w.records or w.records[0].message.role == "user"
+                ids = [c.id for r in w.records for c in r.message.tool_calls]
+                rids = [t.id for r in w.records for t in r.message.tool_results]
+                assert sorted(ids) == sorted(rids)
+
+    def test_window_pins_first_turn(self, memory: Memory) -> None:
+        with memory.session(conversation_id="pin"):
+            conv = memory.conversation
+            conv.append([Message.system("sys"), *turn("first")])
+            for i in range(20):
+                conv.append(turn(f"{i}"))
+            w = conv.window(max_tokens=120, pin_first_turn=True)
+            assert [r.seq for r in w.pinned] == [1, 2, 3, 4, 5]
+            assert w.records[0].seq > 5 and w.records[-1].seq == conv.last_seq()
+            assert w.tokens <= 120
+
+    def test_summaries_are_stored_once_per_range(self, store: Store) -> None:
+        calls: list[tuple[int, str | None]] = []
+
+        class Summarizer:
+            @hookimpl
+            def summarize(self, messages: list[Message], previous: str | None,
+                          max_tokens: int, model: str | None) -> Any:
+                calls.append((len(messages), previous))
+
+                async def make() -> str:
+                    return f"summary #{len(calls)} of {len(messages)} messages"
+
+                return make()  # an async answer, as the hook spec allows
+
+        memory = Memory(store=store, load_entrypoints=False, plugins=[Summarizer()],
+                        history_tokens=200, summary_tokens=50)
+        with memory.session(conversation_id="sum"):
+            conv = memory.conversation
+            for i in range(60):
+                conv.append(turn(f"{i}"))
+                w = conv.window()
+                assert w.tokens <= 200
+                if w.summary is not None:
+                    assert w.messages()[0].text.endswith(w.summary.text)
+                    assert w.summary.end_seq < w.records[0].seq
+        assert 0 < len(calls) < 30, "summaries must be reused, not recomputed every turn"
+        latest = store.latest_summary(conv.key)
+        assert latest is not None and latest.start_seq == 1
+        assert latest.text == f"summary #{len(calls)} of {calls[-1][0]} messages"
+        assert calls[-1][1] is not None  # each summary continues the previous one
+
+    # -- conditional appends and idempotency ------------------------------------------------------
+
+    def test_conditional_append(self, memory: Memory) -> None:
+        with memory.session(conversation_id="cas"):
+            conv = memory.conversation
+            assert conv.append(turn("a"), expected_last_seq=0).last_seq == 4
+            with pytest.raises(AppendConflict) as info:
+                conv.append(turn("b"), expected_last_seq=0)
+            assert (info.value.expected, info.value.actual) == (0, 4)
+            with pytest.raises(AppendConflict):
+                conv.append(turn("b"), expected_last_seq=5)
+            assert conv.last_seq() == 4
+            assert conv.append(turn("b"), expected_last_seq=4).first_seq == 5
+            assert [r.message.text for r in conv.read()][-1] == "answer b"
+
+    def test_idempotency_key_makes_retries_a_no_op(self, memory: Memory) -> None:
+        with memory.session(conversation_id="idem"):
+            conv = memory.conversation
+            first = conv.append(turn("a"), idempotency_key="run-1")
+            again = conv.append(turn("a"), idempotency_key="run-1")
+            assert (again.first_seq, again.last_seq, again.duplicate) == (1, 4, True)
+            assert not first.duplicate
+            conv.append(turn("b"), idempotency_key="run-2")
+            assert conv.append(turn("a"), idempotency_key="run-1").duplicate
+            assert conv.last_seq() == 8
+        with memory.session(conversation_id="other"):
+            assert not memory.conversation.append(turn("a"), idempotency_key="run-1").duplicate
+
+        async def retry() -> bool:
+            async with memory.session(conversation_id="idem"):
+                return (await memory.conversation.aappend(turn("b"), idempotency_key="run-2")).duplicate
+
+        assert asyncio.run(retry())
+
+    # -- many writers --------------------------------------------------------------------------
+
+    def test_many_threads_append_without_loss_or_interleaving(self, store: Store) -> None:
+        writers, batches, size = 8, 25, 3
+        errors: list[BaseException] = []
+        barrier = threading.Barrier(writers)
+
+        def write(w: int) -> None:
+            try:
+                barrier.wait()
+                for b in range(batches):
+                    store.append("shared", _entries(f"w{w}b{b}", size))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        check_log(store.read("shared"), writers, batches, size)
+
+    def test_many_async_writers(self, store: Store) -> None:
+        writers, batches, size = 6, 10, 2
+
+        async def write(w: int) -> None:
+            for b in range(batches):
+                await store.aappend("async", _entries(f"w{w}b{b}", size))
+
+        async def main() -> None:
+            await asyncio.gather(*(write(w) for w in range(writers)))
+
+        asyncio.run(main())
+        check_log(store.read("async"), writers, batches, size)
+
+    def test_concurrent_conditional_appends_never_fork(self, store: Store) -> None:
+        wins: list[int] = []
+        conflicts: list[int] = []
+        lock = threading.Lock()
+
+        def attempt(w: int) -> None:
+            for _ in range(20):
+                last = store.last_seq("race")
+                try:
+                    store.append("race", _entries(f"w{w}b{last}", 1), expected_last_seq=last)
+                    with lock:
+                        wins.append(w)
+                except AppendConflict:
+                    with lock:
+                        conflicts.append(w)
+
+        threads = [threading.Thread(target=attempt, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        records = store.read("race")
+        assert len(records) == len(wins)
+        assert [r.seq for r in records] == list(range(1, len(wins) + 1))
+        # each winner appended exactly at the seq it read: no two writers claimed one seq
+        assert [int(r.message.text.split("b")[1].split(":")[0]) for r in records] == list(range(len(wins)))
+
+    # -- facts -----------------------------------------------------------------------------------
+
+    def test_facts_upsert_and_compare_and_swap(self, memory: Memory) -> None:
+        with memory.session(user_id="alice"):
+            facts = memory.facts
+            assert facts.get("tea") is None
+            f1 = facts.put("tea", "green", importance=0.5)
+            assert (f1.version, f1.value, f1.importance) == (1, "green", 0.5)
+            f2 = facts.put("tea", "oolong")
+            assert f2.version == 2 and f2.created_at == f1.created_at and f2.updated_at >= f1.updated_at
+            with pytest.raises(VersionConflict) as info:
+                facts.put("tea", "black", expected_version=1)
+            assert (info.value.expected, info.value.actual) == (1, 2)
+            got = facts.get("tea")
+            assert got is not None and got.value == "oolong"
+            assert facts.put("tea", "black", expected_version=2).version == 3
+            with pytest.raises(VersionConflict):
+                facts.put("tea", "x", expected_version=0)
+            assert facts.put("coffee", "none", expected_version=0).version == 1
+            with pytest.raises(VersionConflict):
+                facts.forget("tea", expected_version=1)
+            assert facts.forget("tea", expected_version=3)
+            assert not facts.forget("tea")
+            assert facts.get("tea") is None
+            assert [f.key for f in facts.all()] == ["coffee"]
+
+    def test_concurrent_compare_and_swap(self, memory: Memory) -> None:
+        with memory.session(user_id="alice"):
+            memory.facts.put("counter", 0)
+        scope = memory.session(user_id="alice").scope
+
+        def bump() -> None:
+            for _ in range(15):
+                with memory.session(user_id=scope.user_id):
+                    while True:
+                        cur = memory.facts.get("counter")
+                        assert cur is not None
+                        try:
+                            memory.facts.put("counter", cur.value + 1, expected_version=cur.version)
+                            break
+                        except VersionConflict:
+                            continue
+
+        threads = [threading.Thread(target=bump) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        with memory.session(user_id="alice"):
+            final = memory.facts.get("counter")
+        assert final is not None and final.value == 60 and final.version == 61
+
+    def test_facts_expire(self, store: Store, memory: Memory) -> None:
+        with memory.session(user_id="alice"):
+            facts = memory.facts
+            facts.put("soon", "gone soon", ttl=0.4)
+            facts.put("stays", "gone never")
+            assert facts.get("soon") is not None
+            assert [f.key for f in facts.search("gone")] != []
+            time.sleep(0.6)
+            assert facts.get("soon") is None
+            assert [f.key for f in facts.all()] == ["stays"]
+            assert [f.key for f in facts.search("gone soon")] == ["stays"]
+            with pytest.raises(VersionConflict):
+                facts.put("soon", "x", expected_version=1)
+            assert facts.put("soon", "back", expected_version=0).version == 1
+            facts.put("later", "x", expires_at=time.time() + 0.3)
+            time.sleep(0.5)
+            assert store.prune() >= 1
+            assert facts.get("later") is None
+            assert facts.get("soon") is not None
+
+    def test_fact_search_ranks_by_relevance(self, memory: Memory) -> None:
+        with memory.session(user_id="alice"):
+            facts = memory.facts
+            facts.put("favourite_tea", "Alice drinks oolong tea every morning; tea is her thing")
+            facts.put("coffee", "Alice dislikes coffee")
+            facts.put("city", {"name": "Lisbon", "since": 2019})
+            facts.put("pet", "a parrot called Kiwi")
+            found = facts.search("what TEA does she like?")
+            assert [f.key for f in found][:1] == ["favourite_tea"]
+            assert all(f.score is not None for f in found)
+            assert [f.key for f in facts.search("Lisbon")] == ["city"]
+            assert [f.key for f in facts.search("parrot kiwi coffee", limit=2)] != []
+            assert len(facts.search("parrot kiwi coffee", limit=1)) == 1
+            assert facts.search("") == []
+            assert facts.search("   ?!* ") == []
+            assert facts.search("zebra") == []
+            assert [f.key for f in facts.search('" OR 1=1 -- owner : *')] == []
+
+    def test_list_facts_is_ordered_and_limited(self, memory: Memory) -> None:
+        with memory.session(user_id="alice"):
+            for k in ("b", "a", "c"):
+                memory.facts.put(k, k)
+            assert [f.key for f in memory.facts.all()] == ["a", "b", "c"]
+            assert [f.key for f in memory.facts.all(limit=2)] == ["a", "b"]
+
+    def test_async_facts(self, memory: Memory) -> None:
+        async def go() -> None:
+            async with memory.session(user_id="alice"):
+                f = await memory.facts.aput("tea", "oolong")
+                assert f.version == 1
+                got = await memory.facts.aget("tea")
+                assert got is not None and got.value == "oolong"
+                assert [x.key for x in await memory.facts.asearch("oolong")] == ["tea"]
+                assert [x.key for x in await memory.facts.aall()] == ["tea"]
+                assert await memory.facts.aforget("tea")
+
+        asyncio.run(go())
+
+    # -- working memory ---------------------------------------------------------------------------
+
+    def test_working_memory_fork_and_merge(self, memory: Memory) -> None:
+        with memory.session(user_id="alice", conversation_id="task"):
+            root = memory.working
+            root.set("goal", "plan a trip", importance=1.0)
+            root.set("budget", 1000)
+            root.set("scratch", "x")
+            child = root.fork("researcher")
+            assert child.get("goal") == "plan a trip"  # reads through
+            child.set("flights", ["TAP 123"])
+            child.set("budget", 900)
+            child.delete("scratch")
+            assert child.get("scratch") is None and root.get("scratch") == "x"
+            assert root.get("flights") is None  # writes stay in the fork
+            assert set(child.items()) == {"goal", "budget", "flights"}
+            grandchild = child.fork("pricing")
+            assert grandchild.get("flights") == ["TAP 123"]
+            grandchild.set("price", 250)
+            assert child.get("price") is None
+            assert grandchild.merge().applied == ["price"]
+            assert child.get("price") == 250
+            report = child.merge()
+            assert sorted(report.applied) == ["budget", "flights", "price"]
+            assert report.deleted == ["scratch"] and report.conflicts == []
+            assert root.get("budget") == 900 and root.get("flights") == ["TAP 123"]
+            assert root.get("scratch") is None
+            assert child.items().keys() == root.items().keys()  # the fork's delta was consumed
+            text = root.render(max_tokens=1000)
+            assert text.splitlines()[0] == "- goal: plan a trip"
+            assert root.render(max_tokens=8).count("\n") == 0
+
+    def test_working_memory_merge_conflicts(self, memory: Memory) -> None:
+        with memory.session(conversation_id="conflicts"):
+            root = memory.working
+            root.set("k", "base")
+            for policy, expected in (("child", "child"), ("parent", "parent")):
+                root.set("k", "base")
+                fork = root.fork(f"f-{policy}")
+                fork.set("k", "child")
+                fork.set("free", policy)
+                root.set("k", "parent")  # changed on both sides
+                report = fork.merge(policy)  # type: ignore[arg-type]
+                assert [c.key for c in report.conflicts] == ["k"]
+                assert report.conflicts[0].parent == "parent" and report.conflicts[0].child == "child"
+                assert root.get("k") == expected
+                assert root.get("free") == policy
+            fork = root.fork("f-raise")
+            fork.set("k", "mine")
+            root.set("k", "theirs")
+            with pytest.raises(MergeConflict) as info:
+                fork.merge("raise")
+            assert [c.key for c in info.value.report.conflicts] == ["k"]
+            assert root.get("k") == "theirs" and fork.get("k") == "mine"
+            with pytest.raises(InvalidInput):
+                fork.merge("whatever")  # type: ignore[arg-type]
+            with pytest.raises(InvalidInput):
+                root.merge()
+
+    def test_working_memory_expiry_and_async(self, memory: Memory) -> None:
+        async def go() -> None:
+            async with memory.session(conversation_id="wm-async"):
+                wm = memory.working
+                await wm.aset("short", 1, ttl=0.3)
+                await wm.aset("long", 2)
+                assert await wm.aget("short") == 1
+                await asyncio.sleep(0.5)
+                assert await wm.aget("short") is None
+                assert set(await wm.aitems()) == {"long"}
+                fork = wm.fork("f")
+                await fork.aset("x", 1)
+                assert (await fork.amerge()).applied == ["x"]
+                assert await wm.adelete("x")
+                assert "long" in await wm.arender()
+
+        asyncio.run(go())
+
+    # -- scope isolation ---------------------------------------------------------------------------
+
+    def test_scopes_are_isolated(self, store: Store) -> None:
+        memory = Memory(store=store, load_entrypoints=False)
+        other_ns = Memory(store=store, load_entrypoints=False, namespace="tenant-2")
+        with memory.session(user_id="alice", conversation_id="c"):
+            memory.conversation.append(turn("alice"))
+            memory.facts.put("secret", "alice's")
+            memory.working.set("note", "alice's")
+        with memory.session(user_id="bob", conversation_id="c"):
+            assert memory.conversation.window().messages() == []
+            assert memory.facts.get("secret") is None
+            assert memory.facts.search("alice") == []
+            assert memory.facts.all() == []
+            assert memory.working.get("note") is None
+            assert memory.tools.call("search_memory", {"query": "alice"}) == "[]"
+        with other_ns.session(user_id="alice", conversation_id="c"):
+            assert other_ns.conversation.last_seq() == 0
+            assert other_ns.facts.get("secret") is None
+        with memory.session(user_id="alice", conversation_id="d"):
+            assert memory.conversation.last_seq() == 0
+            assert memory.working.get("note") is None
+            got = memory.facts.get("secret")  # facts belong to the user, across conversations
+            assert got is not None and got.value == "alice's"
+        with memory.session(user_id="alice", agent_id="planner"):
+            assert memory.facts.get("secret") is None  # an agent's own facts are separate
+
+    def test_no_scope_is_an_error(self, memory: Memory) -> None:
+        with pytest.raises(NoScope):
+            memory.conversation.append(turn("x"))
+        with pytest.raises(NoScope):
+            memory.facts.get("k")
+        with pytest.raises(NoScope):
+            memory.working.set("k", 1)
+
+    def test_tools_bind_the_scope_from_the_host(self, memory: Memory) -> None:
+        from memory_adapters import ToolArgumentError
+
+        for spec in memory.tools.specs:
+            params = set(spec.parameters["properties"])
+            assert not params & {"user", "user_id", "scope", "namespace", "conversation_id"}
+            assert spec.parameters["additionalProperties"] is False
+        with memory.session(user_id="alice"):
+            memory.tools.call("save_memory", {"key": "tea", "value": "oolong"})
+            with pytest.raises(ToolArgumentError):
+                memory.tools.call("save_memory", {"key": "tea", "value": "x", "user_id": "bob"})
+            with pytest.raises(ToolArgumentError):
+                memory.tools.call("recall_memory", {"key": ""})
+            assert '"oolong"' in memory.tools.call("recall_memory", {"key": "tea"})
+        with memory.session(user_id="bob"):
+            assert memory.tools.call("list_memories", {}) == "[]"
+
+    # -- bad input ---------------------------------------------------------------------------------
+
+    def _snapshot(self, memory: Memory) -> Any:
+        with memory.session(user_id="keeper", conversation_id="keeper"):
+            return (
+                [r.message.to_dict() for r in memory.conversation.read()],
+                [(f.key, f.value, f.version) for f in memory.facts.all()],
+                {k: n.value for k, n in memory.working.items().items()},
+            )
+
+    def test_bad_input_is_refused_and_nothing_is_lost(self, memory: Memory) -> None:
+        with memory.session(user_id="keeper", conversation_id="keeper"):
+            memory.conversation.append(turn("kept"))
+            memory.facts.put("kept", {"v": 1})
+            memory.working.set("kept", [1])
+        before = self._snapshot(memory)
+        tried: list[str] = []
+
+        def refused(name: str, exc: type[BaseException], fn: Callable[[], Any]) -> None:
+            tried.append(name)
+            with pytest.raises(exc):
+                fn()
+
+        with memory.session(user_id="keeper", conversation_id="keeper"):
+            conv, facts, wm = memory.conversation, memory.facts, memory.working
+            not_json: list[Any] = [
+                {1, 2}, b"bytes", object(), float("nan"), float("inf"), {1: "int key"},
+                (1, 2), {"deep": [complex(1, 2)]}, "lone \ud800 surrogate",
+            ]
+            for i, value in enumerate(not_json):
+                refused(f"fact value not json #{i}", InvalidValue, lambda v=value: facts.put("k", v))
+                refused(f"working value not json #{i}", InvalidValue, lambda v=value: wm.set("k", v))
+            deep: Any = []
+            for _ in range(150):
+                deep = [deep]
+            refused("too deep", InvalidValue, lambda: facts.put("k", deep))
+            refused("huge fact", ValueTooLarge, lambda: facts.put("k", "x" * (MAX_VALUE_BYTES + 1)))
+            refused("huge note", ValueTooLarge, lambda: wm.set("k", "x" * (MAX_VALUE_BYTES + 1)))
+            big = Memory(store=memory.store, load_entrypoints=False, max_turn_bytes=10_000)
+            with big.session(user_id="keeper", conversation_id="keeper"):
+                refused("huge turn", ValueTooLarge,
+                        lambda: big.conversation.append([Message.user("y" * 20_000)]))
+            bad_keys: list[Any] = ["", "k" * (MAX_ID_LENGTH + 1), "nul\x00key", "new\nline", None,
+                                   42, b"k", ["k"], "\ud800"]
+            for i, key in enumerate(bad_keys):
+                refused(f"fact key #{i}", InvalidId, lambda k=key: facts.put(k, 1))
+                refused(f"fact get key #{i}", InvalidId, lambda k=key: facts.get(k))
+                refused(f"note key #{i}", InvalidId, lambda k=key: wm.set(k, 1))
+            for i, ident in enumerate(["", "c" * (MAX_ID_LENGTH + 1), "a\x00b", 7, None]):
+                if ident is None:
+                    continue
+                refused(f"conversation id #{i}", InvalidId,
+                        lambda x=ident: memory.session(conversation_id=x))
+                refused(f"user id #{i}", InvalidId, lambda x=ident: memory.session(user_id=x))
+            refused("namespace", InvalidId, lambda: Memory(store=memory.store, namespace=""))
+            refused("ttl zero", InvalidTTL, lambda: facts.put("k", 1, ttl=0))
+            refused("ttl negative", InvalidTTL, lambda: facts.put("k", 1, ttl=-5))
+            refused("ttl nan", InvalidTTL, lambda: facts.put("k", 1, ttl=float("nan")))
+            refused("ttl str", InvalidTTL, lambda: facts.put("k", 1, ttl="10"))  # type: ignore[arg-type]
+            refused("expired", InvalidTTL, lambda: facts.put("k", 1, expires_at=time.time() - 1))
+            refused("note ttl", InvalidTTL, lambda: wm.set("k", 1, ttl=-1))
+            refused("importance str", InvalidValue, lambda: facts.put("k", 1, importance="high"))  # type: ignore[arg-type]
+            refused("importance nan", InvalidValue, lambda: facts.put("k", 1, importance=float("nan")))
+            refused("limit str", InvalidInput, lambda: facts.search("x", limit="5"))  # type: ignore[arg-type]
+            refused("limit zero", InvalidInput, lambda: facts.all(limit=0))
+            refused("query type", TypeError, lambda: facts.search(None))  # type: ignore[arg-type]
+            refused("cas version type", InvalidInput, lambda: facts.put("k", 1, expected_version="1"))  # type: ignore[arg-type]
+            refused("append one message", InvalidInput, lambda: conv.append(Message.user("x")))  # type: ignore[arg-type]
+            refused("append nothing", InvalidInput, lambda: conv.append([]))
+            refused("append dicts", InvalidInput, lambda: conv.append([{"role": "user"}]))  # type: ignore[list-item]
+            refused("bad role", InvalidValue, lambda: conv.append([Message("boss", "x")]))  # type: ignore[arg-type]
+            refused("text type", InvalidValue, lambda: conv.append([Message("user", 5)]))  # type: ignore[arg-type]
+            refused("tool args type", InvalidValue,
+                    lambda: conv.append([Message.assistant("", [ToolCall("i", "n", "args")])]))  # type: ignore[arg-type]
+            refused("tool args not json", InvalidValue,
+                    lambda: conv.append([Message.assistant("", [ToolCall("i", "n", {"x": {1}})])]))
+            refused("raw not json", InvalidValue,
+                    lambda: conv.append([Message("user", "x", raw=object())]))
+            refused("text surrogate", InvalidValue, lambda: conv.append([Message.user("\udfff")]))
+            refused("expected seq", InvalidInput, lambda: conv.append(turn("x"), expected_last_seq=-1))
+            refused("idempotency key", InvalidId, lambda: conv.append(turn("x"), idempotency_key=""))
+            refused("window budget", InvalidInput, lambda: conv.window(max_tokens=-1))
+            refused("fork name", InvalidId, lambda: wm.fork(""))
+            refused("fork slash", InvalidInput, lambda: wm.fork("a/b"))
+        assert len(tried) >= 60
+        assert self._snapshot(memory) == before, "bad input changed what was stored"
+
+    def test_hostile_keys_and_values_round_trip_exactly(self, memory: Memory) -> None:
+        with memory.session(user_id="mallory", conversation_id="hostile"):
+            for i, key in enumerate(HOSTILE_KEYS):
+                memory.facts.put(key, HOSTILE_VALUES[i % len(HOSTILE_VALUES)])
+            for i, value in enumerate(HOSTILE_VALUES):
+                memory.facts.put(f"value-{i}", value)
+                memory.working.set(f"value-{i}", value)
+            for i, key in enumerate(HOSTILE_KEYS):
+                got = memory.facts.get(key)
+                assert got is not None and got.key == key
+                assert got.value == HOSTILE_VALUES[i % len(HOSTILE_VALUES)]
+                assert got.version == 1  # no key matched another as a pattern
+            for i, value in enumerate(HOSTILE_VALUES):
+                got = memory.facts.get(f"value-{i}")
+                assert got is not None and got.value == value and type(got.value) is type(value)
+                assert memory.working.get(f"value-{i}") == value
+            keys = [f.key for f in memory.facts.all()]
+            assert sorted(keys) == sorted([*HOSTILE_KEYS, *(f"value-{i}" for i in range(len(HOSTILE_VALUES)))])
+            for pattern in ("%", "_", "*", "$gt", "$where", "a.b"):
+                assert memory.facts.get(pattern + "x") is None
+            messages = [Message.user(str(v)) for v in HOSTILE_VALUES if isinstance(v, str)]
+            messages.append(Message.assistant("", [ToolCall("$where", "$gt", {"$gt": "", "a.b": {"$ne": 1}})]))
+            messages.append(Message.tool(ToolResult("$where", {"$set": "\x00"})))
+            memory.conversation.append(messages)
+            back = memory.conversation.read()
+            assert [r.message.to_dict() for r in back] == [m.to_dict() for m in messages]
+        for key in HOSTILE_KEYS:
+            with memory.session(user_id=key, conversation_id=key):
+                assert memory.facts.all() == []  # a user id shaped like a pattern matches nobody
+                assert memory.conversation.last_seq() == 0
+                memory.facts.put("own", key)
+        with memory.session(user_id="mallory"):
+            assert len(memory.facts.all()) == len(HOSTILE_KEYS) + len(HOSTILE_VALUES)
+
+
+class MultiProcessConformance:
+    """Extra tests for stores that several processes share. Needs a ``store_factory``
+    fixture: a picklable zero-argument callable opening the same store."""
+
+    @pytest.fixture
+    def store_factory(self) -> StoreFactory:  # pragma: no cover - replaced by the subclass
+        raise NotImplementedError("give the multi-process suite a `store_factory` fixture")
+
+    @pytest.mark.processes
+    def test_many_processes_append_without_loss_or_interleaving(
+        self, store_factory: StoreFactory
+    ) -> None:
+        writers, batches, size = 4, 40, 3
+        ctx = multiprocessing.get_context("spawn")
+        procs = [
+            ctx.Process(target=_append_worker, args=(store_factory, "procs", w, batches))
+            for w in range(writers)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+            assert p.exitcode == 0, f"writer process failed with exit code {p.exitcode}"
+        store = store_factory()
+        try:
+            check_log(store.read("procs"), writers, batches, size)
+        finally:
+            store.close()

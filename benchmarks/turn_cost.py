@@ -46,9 +46,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from memory_adapters import Memory, Message, ToolCall, ToolResult, Window
 from memory_adapters import tokens as ma_tokens
@@ -190,8 +190,7 @@ class MemorySubject:
         return self.memory.conversation.window(max_tokens=self.window_tokens)
 
     def append(self, prepared: object) -> None:
-        assert isinstance(prepared, list)
-        self.memory.conversation.append(prepared)
+        self.memory.conversation.append(cast(list[Message], prepared))
 
     def window_shape(self, window: object) -> tuple[int, int]:
         assert isinstance(window, Window)
@@ -255,77 +254,116 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[rank - 1]
 
 
-def measure(
-    name: str, factory: SubjectFactory, ctx: BenchContext, size: int, turns: int, warmup: int
-) -> Row:
-    """Preload a conversation of ``size`` messages, warm up, and time ``turns`` turns."""
-    subject = factory(ctx, f"bench-{size}")
+@dataclass(slots=True)
+class _Timings:
+    """Raw timings of one (store, size), in nanoseconds."""
+
+    totals: list[int] = field(default_factory=list)
+    windows: list[int] = field(default_factory=list)
+    appends: list[int] = field(default_factory=list)
+    shapes: set[tuple[int, int]] = field(default_factory=set)
+
+
+def _prepare(subject: Subject, name: str, size: int, warmup: int) -> tuple[float, int, int]:
+    """Preload ``size`` messages and warm up: at least ``warmup`` turns, and until the window
+    has stopped growing. Returns (preload seconds, warm-up turns, next turn number)."""
+    t0 = time.perf_counter()
+    subject.preload(preload_batches(size))
+    preload_s = time.perf_counter() - t0
+    stored = subject.count()
+    if stored != size:
+        raise RuntimeError(f"{name}: preloaded {stored} messages, expected {size}")
+    n = size // 4 + 1
+    done = 0
+    previous: tuple[int, int] | None = None
+    while True:
+        shape = subject.window_shape(subject.load_window())
+        subject.append(subject.prepare(make_turn(n)))
+        n += 1
+        done += 1
+        if (done >= warmup and shape == previous) or done >= MAX_WARMUP:
+            return preload_s, done, n
+        previous = shape
+
+
+def measure_store(
+    name: str,
+    factory: SubjectFactory,
+    ctx: BenchContext,
+    sizes: Sequence[int],
+    turns: int,
+    warmup: int,
+) -> list[Row]:
+    """One row per size for the store ``name``.
+
+    Every size gets its own subject (its own ``Memory``) and conversation, all preloaded and
+    warmed up first; the timed turns then go round-robin over the sizes, starting each round
+    at the next size, so that drifts in the machine's speed (frequency scaling, noisy
+    neighbours on a VM, a checkpoint) fall on every size alike instead of on one row.
+    """
+    subjects: list[Subject] = []
     try:
-        t0 = time.perf_counter()
-        subject.preload(preload_batches(size))
-        preload_s = time.perf_counter() - t0
-        stored = subject.count()
-        if stored != size:
-            raise RuntimeError(f"{name}: preloaded {stored} messages, expected {size}")
-
-        # Warm up: at least `warmup` turns, and until the window has stopped growing.
-        n = size // 4 + 1
-        done = 0
-        previous: tuple[int, int] | None = None
-        while True:
-            shape = subject.window_shape(subject.load_window())
-            subject.append(subject.prepare(make_turn(n)))
-            n += 1
-            done += 1
-            if (done >= warmup and shape == previous) or done >= MAX_WARMUP:
-                break
-            previous = shape
-
-        prepared = [subject.prepare(make_turn(n + i)) for i in range(turns)]
-        totals: list[int] = []
-        windows: list[int] = []
-        appends: list[int] = []
-        shapes: set[tuple[int, int]] = set()
+        for size in sizes:
+            subjects.append(factory(ctx, f"bench-{size}"))
+        setup = [_prepare(s, name, size, warmup) for s, size in zip(subjects, sizes, strict=True)]
+        prepared = [
+            [s.prepare(make_turn(next_n + i)) for i in range(turns)]
+            for s, (_, _, next_n) in zip(subjects, setup, strict=True)
+        ]
+        timings = [_Timings() for _ in sizes]
         clock = time.perf_counter_ns
+        k = len(sizes)
         gc.collect()
         gc.disable()
         try:
-            for p in prepared:
-                t0_ns = clock()
-                window = subject.load_window()
-                t1_ns = clock()
-                subject.append(p)
-                t2_ns = clock()
-                totals.append(t2_ns - t0_ns)
-                windows.append(t1_ns - t0_ns)
-                appends.append(t2_ns - t1_ns)
-                shapes.add(subject.window_shape(window))
+            for i in range(turns):
+                for j in range(k):
+                    idx = (i + j) % k
+                    subject, t = subjects[idx], timings[idx]
+                    p = prepared[idx][i]
+                    t0_ns = clock()
+                    window = subject.load_window()
+                    t1_ns = clock()
+                    subject.append(p)
+                    t2_ns = clock()
+                    t.totals.append(t2_ns - t0_ns)
+                    t.windows.append(t1_ns - t0_ns)
+                    t.appends.append(t2_ns - t1_ns)
+                    t.shapes.add(subject.window_shape(window))
         finally:
             gc.enable()
-        stored_after = subject.count()
+        stored_after = [s.count() for s in subjects]
     finally:
-        subject.close()
+        for s in subjects:
+            s.close()
 
-    us = sorted(t / 1000 for t in totals)
-    messages, tokens = max(shapes)
-    return Row(
-        store=name,
-        url=subject.label,
-        size=size,
-        stored_after=stored_after,
-        warmup_turns=done,
-        turns=turns,
-        window_messages=messages,
-        window_tokens=tokens,
-        window_varied=len(shapes) > 1,
-        median_us=statistics.median(us),
-        p90_us=percentile(us, 90),
-        min_us=us[0],
-        max_us=us[-1],
-        window_median_us=statistics.median(windows) / 1000,
-        append_median_us=statistics.median(appends) / 1000,
-        preload_s=preload_s,
-    )
+    rows: list[Row] = []
+    for size, subject, t, (preload_s, done, _), after in zip(
+        sizes, subjects, timings, setup, stored_after, strict=True
+    ):
+        us = sorted(x / 1000 for x in t.totals)
+        messages, tokens = max(t.shapes)
+        rows.append(
+            Row(
+                store=name,
+                url=subject.label,
+                size=size,
+                stored_after=after,
+                warmup_turns=done,
+                turns=turns,
+                window_messages=messages,
+                window_tokens=tokens,
+                window_varied=len(t.shapes) > 1,
+                median_us=statistics.median(us),
+                p90_us=percentile(us, 90),
+                min_us=us[0],
+                max_us=us[-1],
+                window_median_us=statistics.median(t.windows) / 1000,
+                append_median_us=statistics.median(t.appends) / 1000,
+                preload_s=preload_s,
+            )
+        )
+    return rows
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -344,25 +382,28 @@ _COLUMNS: tuple[tuple[str, int], ...] = (
 )
 
 
-def _line(cells: Sequence[str]) -> str:
-    parts = [cells[0].ljust(_COLUMNS[0][1])]
+def _line(cells: Sequence[str], store_width: int) -> str:
+    parts = [cells[0].ljust(max(store_width, _COLUMNS[0][1]))]
     parts += [c.rjust(w) for c, (_, w) in zip(cells[1:], _COLUMNS[1:], strict=True)]
     return "  ".join(parts)
 
 
-def format_row(r: Row) -> str:
-    return _line((
-        r.store,
-        str(r.size),
-        str(r.stored_after),
-        str(r.window_messages) + ("*" if r.window_varied else ""),
-        str(r.window_tokens),
-        f"{r.median_us:.1f}",
-        f"{r.p90_us:.1f}",
-        f"{r.window_median_us:.1f}",
-        f"{r.append_median_us:.1f}",
-        f"{r.preload_s:.2f}",
-    ))
+def format_row(r: Row, store_width: int) -> str:
+    return _line(
+        (
+            r.store,
+            str(r.size),
+            str(r.stored_after),
+            str(r.window_messages) + ("*" if r.window_varied else ""),
+            str(r.window_tokens),
+            f"{r.median_us:.1f}",
+            f"{r.p90_us:.1f}",
+            f"{r.window_median_us:.1f}",
+            f"{r.append_median_us:.1f}",
+            f"{r.preload_s:.2f}",
+        ),
+        store_width,
+    )
 
 
 def ratios(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
@@ -404,7 +445,9 @@ def _int_list(text: str) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"sizes must be positive integers: {text!r}")
     return sorted(set(values))
@@ -437,29 +480,40 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "10, 1,000 and 10,000 messages already stored; the cost must stay flat.",
     )
     parser.add_argument(
-        "--stores", type=_store_list, default=None,
+        "--stores",
+        type=_store_list,
+        default=None,
         help=f"comma-separated subjects, from: {', '.join(SUBJECTS)} (default: all)",
     )
     parser.add_argument(
-        "--sizes", type=_int_list, default=None,
+        "--sizes",
+        type=_int_list,
+        default=None,
         help="comma-separated numbers of messages stored before timing "
         f"(default: {','.join(map(str, DEFAULT_SIZES))})",
     )
     parser.add_argument(
-        "--turns", type=_positive, default=None,
+        "--turns",
+        type=_positive,
+        default=None,
         help=f"timed turns per size (default: {DEFAULT_TURNS}; --quick: {QUICK_TURNS})",
     )
     parser.add_argument(
-        "--warmup", type=_positive, default=None,
+        "--warmup",
+        type=_positive,
+        default=None,
         help=f"least warm-up turns per size; warm-up also lasts until the window is full "
         f"(default: {DEFAULT_WARMUP}; --quick: {QUICK_WARMUP})",
     )
     parser.add_argument(
-        "--window-tokens", type=_positive, default=DEFAULT_WINDOW_TOKENS,
+        "--window-tokens",
+        type=_positive,
+        default=DEFAULT_WINDOW_TOKENS,
         help=f"token budget of the window loaded each turn (default: {DEFAULT_WINDOW_TOKENS})",
     )
     parser.add_argument(
-        "--quick", action="store_true",
+        "--quick",
+        action="store_true",
         help=f"fast smoke run for CI: {QUICK_TURNS} turns and {QUICK_WARMUP} warm-up turns "
         "per size (unless given)",
     )
@@ -490,18 +544,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{env['platform']} | {env['cpus']} cpus"
     )
     print()
-    print(_line([c for c, _ in _COLUMNS]))
-    print(_line(["-" * w for _, w in _COLUMNS]))
+    width = max(len(s) for s in stores)
+    print(_line([c for c, _ in _COLUMNS], width))
+    print(
+        _line(
+            ["-" * max(w, width) if i == 0 else "-" * w for i, (_, w) in enumerate(_COLUMNS)], width
+        )
+    )
 
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="turn-cost-") as tmp:
         for name in stores:
             ctx = BenchContext(Path(tmp, name).resolve(), args.window_tokens)
             ctx.workdir.mkdir()
-            for size in sizes:
-                row = measure(name, SUBJECTS[name], ctx, size, args.turns, args.warmup)
+            for row in measure_store(name, SUBJECTS[name], ctx, sizes, args.turns, args.warmup):
                 rows.append(row)
-                print(format_row(row), flush=True)
+                print(format_row(row, width), flush=True)
 
     print()
     shapes = {(r.window_messages, r.window_tokens) for r in rows}

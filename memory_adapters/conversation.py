@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class Conversation:
     """The conversation log of one scope (namespace, user, conversation id)."""
 
-    __slots__ = ("_memory", "scope", "key")
+    __slots__ = ("_memory", "key", "scope")
 
     def __init__(self, memory: Memory, scope: Scope) -> None:
         self._memory = memory
@@ -36,8 +36,12 @@ class Conversation:
     # -- plans ------------------------------------------------------------------------------
 
     def _append(
-        self, messages: Sequence[Message], run_id: str | None, expected_last_seq: int | None,
-        idempotency_key: str | None, model: str | None,
+        self,
+        messages: Sequence[Message],
+        run_id: str | None,
+        expected_last_seq: int | None,
+        idempotency_key: str | None,
+        model: str | None,
     ) -> Plan[AppendResult]:
         if isinstance(messages, Message) or not isinstance(messages, Sequence):
             raise InvalidInput("append takes a sequence of Message objects")
@@ -62,14 +66,20 @@ class Conversation:
             [m.token_text() for m in msgs], model or self._memory.model
         )
         limit = self._memory.max_turn_bytes
-        entries = [Entry.of(m, n + MESSAGE_OVERHEAD, limit) for m, n in zip(msgs, counts, strict=True)]
+        entries = [
+            Entry.of(m, n + MESSAGE_OVERHEAD, limit) for m, n in zip(msgs, counts, strict=True)
+        ]
         size = sum(len(e.data) for e in entries)
         if size > limit:
             raise ValueTooLarge(f"the turn is about {size} bytes; the limit is {limit}")
         result: AppendResult = yield StoreCall(
-            "append", (self.key, entries),
-            {"run_id": run_id, "expected_last_seq": expected_last_seq,
-             "idempotency_key": idempotency_key},
+            "append",
+            (self.key, entries),
+            {
+                "run_id": run_id,
+                "expected_last_seq": expected_last_seq,
+                "idempotency_key": idempotency_key,
+            },
         )
         if not result.duplicate:
             step = hooks.after_save(self.scope, self._records(result, msgs, entries, run_id))
@@ -113,8 +123,12 @@ class Conversation:
     # -- sync ---------------------------------------------------------------------------------
 
     def append(
-        self, messages: Sequence[Message], *, run_id: str | None = None,
-        expected_last_seq: int | None = None, idempotency_key: str | None = None,
+        self,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected_last_seq: int | None = None,
+        idempotency_key: str | None = None,
         model: str | None = None,
     ) -> AppendResult:
         """Append one turn's messages as one batch.
@@ -125,14 +139,20 @@ class Conversation:
         """
         result: AppendResult = drive_sync(
             self._append(messages, run_id, expected_last_seq, idempotency_key, model),
-            self._memory.store, self._memory.hooks,
+            self._memory.store,
+            self._memory.hooks,
         )
         return result
 
     def window(
-        self, *, max_tokens: int | None = None, max_messages: int | None = None,
-        pin_system: bool | None = None, pin_first_turn: bool | None = None,
-        summary_tokens: int | None = None, run: Run | None = None,
+        self,
+        *,
+        max_tokens: int | None = None,
+        max_messages: int | None = None,
+        pin_system: bool | None = None,
+        pin_first_turn: bool | None = None,
+        summary_tokens: int | None = None,
+        run: Run | None = None,
     ) -> Window:
         """The window of past messages for the next model call.
 
@@ -140,8 +160,11 @@ class Conversation:
         a count limit, alone or with ``max_tokens``.
         """
         return drive_sync(
-            self._window(_opts(max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens), run),
-            self._memory.store, self._memory.hooks,
+            self._window(
+                _opts(max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens), run
+            ),
+            self._memory.store,
+            self._memory.hooks,
         )
 
     def messages(self, **options: Any) -> list[Message]:
@@ -165,26 +188,39 @@ class Conversation:
     # -- async --------------------------------------------------------------------------------
 
     async def aappend(
-        self, messages: Sequence[Message], *, run_id: str | None = None,
-        expected_last_seq: int | None = None, idempotency_key: str | None = None,
+        self,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected_last_seq: int | None = None,
+        idempotency_key: str | None = None,
         model: str | None = None,
     ) -> AppendResult:
         """Async :meth:`append`."""
         result: AppendResult = await drive_async(
             self._append(messages, run_id, expected_last_seq, idempotency_key, model),
-            self._memory.store, self._memory.hooks,
+            self._memory.store,
+            self._memory.hooks,
         )
         return result
 
     async def awindow(
-        self, *, max_tokens: int | None = None, max_messages: int | None = None,
-        pin_system: bool | None = None, pin_first_turn: bool | None = None,
-        summary_tokens: int | None = None, run: Run | None = None,
+        self,
+        *,
+        max_tokens: int | None = None,
+        max_messages: int | None = None,
+        pin_system: bool | None = None,
+        pin_first_turn: bool | None = None,
+        summary_tokens: int | None = None,
+        run: Run | None = None,
     ) -> Window:
         """Async :meth:`window`."""
         return await drive_async(
-            self._window(_opts(max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens), run),
-            self._memory.store, self._memory.hooks,
+            self._window(
+                _opts(max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens), run
+            ),
+            self._memory.store,
+            self._memory.hooks,
         )
 
     async def amessages(self, **options: Any) -> list[Message]:
@@ -195,7 +231,9 @@ class Conversation:
         self, *, start_seq: int = 1, end_seq: int | None = None, limit: int | None = None
     ) -> list[Record]:
         """Async :meth:`read`."""
-        return await self._memory.store.aread(self.key, start_seq=start_seq, end_seq=end_seq, limit=limit)
+        return await self._memory.store.aread(
+            self.key, start_seq=start_seq, end_seq=end_seq, limit=limit
+        )
 
     async def alast_seq(self) -> int:
         """Async :meth:`last_seq`."""
@@ -207,8 +245,11 @@ class Conversation:
 
 
 def _opts(
-    max_tokens: int | None, max_messages: int | None, pin_system: bool | None,
-    pin_first_turn: bool | None, summary_tokens: int | None,
+    max_tokens: int | None,
+    max_messages: int | None,
+    pin_system: bool | None,
+    pin_first_turn: bool | None,
+    summary_tokens: int | None,
 ) -> dict[str, Any]:
     """Only the options given, so the Memory's defaults fill the rest."""
     opts: dict[str, Any] = {}

@@ -91,9 +91,7 @@ class MissingExtra(MemoryAdaptersError, ImportError):
     """A plugin needs packages from an extra that is not installed."""
 
     def __init__(self, extra: str, packages: str) -> None:
-        super().__init__(
-            f"this needs {packages}: pip install \"memory-adapters[{extra}]\""
-        )
+        super().__init__(f'this needs {packages}: pip install "memory-adapters[{extra}]"')
         self.extra = extra
 
 

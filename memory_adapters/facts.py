@@ -11,7 +11,7 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .validation import (
@@ -23,6 +23,8 @@ from .validation import (
     check_ttl,
     dumps,
 )
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -47,13 +49,26 @@ class Fact:
 
     @classmethod
     def from_row(
-        cls, key: str, data: str, version: int, importance: float, created_at: float,
-        updated_at: float, expires_at: float | None, score: float | None = None,
+        cls,
+        key: str,
+        data: str,
+        version: int,
+        importance: float,
+        created_at: float,
+        updated_at: float,
+        expires_at: float | None,
+        score: float | None = None,
     ) -> Fact:
         """Build a fact from a store row holding the value as JSON text."""
         return cls(
-            key, json.loads(data), int(version), float(importance), float(created_at),
-            float(updated_at), None if expires_at is None else float(expires_at), score,
+            key,
+            json.loads(data),
+            int(version),
+            float(importance),
+            float(created_at),
+            float(updated_at),
+            None if expires_at is None else float(expires_at),
+            score,
         )
 
 
@@ -89,10 +104,11 @@ def search_text(key: str, value: Any) -> str:
 class Facts:
     """The long-term facts of one scope (by default, the user in the current session)."""
 
-    __slots__ = ("_memory", "namespace", "scope", "_owner")
+    __slots__ = ("_memory", "_owner", "namespace", "scope")
 
-    def __init__(self, memory: Memory, scope: Scope, namespace: str | None = None,
-                 owner: str | None = None) -> None:
+    def __init__(
+        self, memory: Memory, scope: Scope, namespace: str | None = None, owner: str | None = None
+    ) -> None:
         self._memory = memory
         self.scope = scope
         self.namespace = namespace or scope.namespace
@@ -101,8 +117,13 @@ class Facts:
     # -- plans ----------------------------------------------------------------------------------
 
     def _put(
-        self, key: str, value: Any, importance: float, ttl: float | None,
-        expires_at: float | None, expected_version: int | None,
+        self,
+        key: str,
+        value: Any,
+        importance: float,
+        ttl: float | None,
+        expires_at: float | None,
+        expected_version: int | None,
     ) -> Plan[Fact]:
         check_id(key, "key")
         data = dumps(value, "value", MAX_VALUE_BYTES)
@@ -113,9 +134,14 @@ class Facts:
         if expected_version is not None:
             check_positive_int(expected_version, "expected_version", allow_zero=True)
         fact: Fact = yield StoreCall(
-            "put_fact", (self.namespace, self._owner, key, data),
-            {"text": search_text(key, value), "importance": importance, "expires_at": expires,
-             "expected_version": expected_version},
+            "put_fact",
+            (self.namespace, self._owner, key, data),
+            {
+                "text": search_text(key, value),
+                "importance": importance,
+                "expires_at": expires,
+                "expected_version": expected_version,
+            },
         )
         step = self._memory.hooks.fact_stored(self.scope, fact)
         if step is not None:
@@ -133,7 +159,9 @@ class Facts:
     def _list(self, limit: int | None) -> Plan[list[Fact]]:
         if limit is not None:
             check_positive_int(limit, "limit")
-        facts: list[Fact] = yield StoreCall("list_facts", (self.namespace, self._owner), {"limit": limit})
+        facts: list[Fact] = yield StoreCall(
+            "list_facts", (self.namespace, self._owner), {"limit": limit}
+        )
         return facts
 
     def _search(self, query: str, limit: int) -> Plan[list[Fact]]:
@@ -156,7 +184,9 @@ class Facts:
         if expected_version is not None:
             check_positive_int(expected_version, "expected_version", allow_zero=True)
         deleted: bool = yield StoreCall(
-            "delete_fact", (self.namespace, self._owner, key), {"expected_version": expected_version}
+            "delete_fact",
+            (self.namespace, self._owner, key),
+            {"expected_version": expected_version},
         )
         step = self._memory.hooks.fact_forgotten(self.scope, key, deleted)
         if step is not None:
@@ -166,8 +196,14 @@ class Facts:
     # -- sync -------------------------------------------------------------------------------------
 
     def put(
-        self, key: str, value: Any, *, importance: float = 0.0, ttl: float | None = None,
-        expires_at: float | None = None, expected_version: int | None = None,
+        self,
+        key: str,
+        value: Any,
+        *,
+        importance: float = 0.0,
+        ttl: float | None = None,
+        expires_at: float | None = None,
+        expected_version: int | None = None,
     ) -> Fact:
         """Create or update a fact. ``expected_version`` makes it a compare-and-swap (0: only
         if absent); a mismatch raises :class:`~memory_adapters.errors.VersionConflict`."""
@@ -192,11 +228,19 @@ class Facts:
     # -- async -------------------------------------------------------------------------------------
 
     async def aput(
-        self, key: str, value: Any, *, importance: float = 0.0, ttl: float | None = None,
-        expires_at: float | None = None, expected_version: int | None = None,
+        self,
+        key: str,
+        value: Any,
+        *,
+        importance: float = 0.0,
+        ttl: float | None = None,
+        expires_at: float | None = None,
+        expected_version: int | None = None,
     ) -> Fact:
         """Async :meth:`put`."""
-        return await self._arun(self._put(key, value, importance, ttl, expires_at, expected_version))
+        return await self._arun(
+            self._put(key, value, importance, ttl, expires_at, expected_version)
+        )
 
     async def aget(self, key: str) -> Fact | None:
         """Async :meth:`get`."""
@@ -214,8 +258,8 @@ class Facts:
         """Async :meth:`forget`."""
         return await self._arun(self._forget(key, expected_version))
 
-    def _run(self, plan: Plan[Any]) -> Any:
+    def _run(self, plan: Plan[T]) -> T:
         return drive_sync(plan, self._memory.store, self._memory.hooks)
 
-    async def _arun(self, plan: Plan[Any]) -> Any:
+    async def _arun(self, plan: Plan[T]) -> T:
         return await drive_async(plan, self._memory.store, self._memory.hooks)

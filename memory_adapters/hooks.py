@@ -74,7 +74,9 @@ class Hooks:
         self, run: Run, messages: list[Message], instructions: list[str]
     ) -> HookCall | None:
         """See :func:`memory_adapters.hookspecs.before_model_call`."""
-        return self._step("before_model_call", run=run, messages=messages, instructions=instructions)
+        return self._step(
+            "before_model_call", run=run, messages=messages, instructions=instructions
+        )
 
     def run_finished(self, run: Run, messages: list[Message]) -> HookCall | None:
         """See :func:`memory_adapters.hookspecs.run_finished`."""
@@ -113,7 +115,12 @@ class Hooks:
     ) -> HookCall | None:
         """See :func:`memory_adapters.hookspecs.summarize`."""
         return self._step(
-            "summarize", True, messages=messages, previous=previous, max_tokens=max_tokens, model=model
+            "summarize",
+            True,
+            messages=messages,
+            previous=previous,
+            max_tokens=max_tokens,
+            model=model,
         )
 
     # -- facts and working memory ------------------------------------------------------------

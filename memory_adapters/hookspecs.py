@@ -30,7 +30,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from .facts import Fact
-    from .messages import Message, Record, Summary
+    from .messages import Message, Record
     from .run import Run
     from .scope import Scope
     from .window import Window
@@ -221,4 +221,3 @@ def working_forked(parent: str, child: str) -> None:
 def working_merged(child: str, parent: str, report: MergeReport) -> None:
     """The writes of ``child`` were merged into ``parent``; ``report`` says what was applied
     and which keys conflicted."""
-

@@ -76,10 +76,14 @@ class Memory:
             if url is not None:
                 raise InvalidInput("give Memory a url or a store, not both")
             if not isinstance(store, Store):
-                raise InvalidInput(f"store must be a memory_adapters.Store, not {type(store).__name__}")
+                raise InvalidInput(
+                    f"store must be a memory_adapters.Store, not {type(store).__name__}"
+                )
             self.store = store
         else:
-            self.store = self.open_store(url or os.environ.get(ENV_URL) or DEFAULT_URL, **(store_options or {}))
+            self.store = self.open_store(
+                url or os.environ.get(ENV_URL) or DEFAULT_URL, **(store_options or {})
+            )
         self._scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
             f"memory_adapters.scope.{id(self):x}", default=None
         )
@@ -116,7 +120,9 @@ class Memory:
             )
         store = reg.factory(url, **options)
         if not isinstance(store, Store):
-            raise TypeError(f"plugin {reg.plugin!r} built a {type(store).__name__} for {scheme}://, not a Store")
+            raise TypeError(
+                f"plugin {reg.plugin!r} built a {type(store).__name__} for {scheme}://, not a Store"
+            )
         return store
 
     # -- scope -----------------------------------------------------------------------------------
@@ -139,8 +145,11 @@ class Memory:
         return Session(
             self._scope,
             current.merged(
-                user_id=user_id, conversation_id=conversation_id, agent_id=agent_id,
-                namespace=namespace, fork=fork,
+                user_id=user_id,
+                conversation_id=conversation_id,
+                agent_id=agent_id,
+                namespace=namespace,
+                fork=fork,
             ),
         )
 

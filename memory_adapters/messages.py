@@ -90,7 +90,9 @@ class Message:
         if self.text:
             d["text"] = self.text
         if self.tool_calls:
-            d["tool_calls"] = [{"id": c.id, "name": c.name, "args": c.args} for c in self.tool_calls]
+            d["tool_calls"] = [
+                {"id": c.id, "name": c.name, "args": c.args} for c in self.tool_calls
+            ]
         if self.tool_results:
             d["tool_results"] = [
                 {"id": r.id, "content": r.content, "name": r.name, "is_error": r.is_error}
@@ -110,7 +112,9 @@ class Message:
         return cls(
             role=d["role"],
             text=d.get("text", ""),
-            tool_calls=[ToolCall(c["id"], c["name"], c.get("args") or {}) for c in d.get("tool_calls", ())],
+            tool_calls=[
+                ToolCall(c["id"], c["name"], c.get("args") or {}) for c in d.get("tool_calls", ())
+            ],
             tool_results=[
                 ToolResult(r["id"], r.get("content"), r.get("name"), bool(r.get("is_error")))
                 for r in d.get("tool_results", ())
@@ -127,7 +131,11 @@ class Message:
         if not isinstance(self.text, str):
             raise InvalidValue(f"message text must be a str, not {type(self.text).__name__}")
         for c in self.tool_calls:
-            if not isinstance(c, ToolCall) or not isinstance(c.id, str) or not isinstance(c.name, str):
+            if (
+                not isinstance(c, ToolCall)
+                or not isinstance(c.id, str)
+                or not isinstance(c.name, str)
+            ):
                 raise InvalidValue("tool_calls must be ToolCall(id: str, name: str, args: dict)")
             if not isinstance(c.args, dict):
                 raise InvalidValue(f"tool call {c.name!r} args must be a dict")
@@ -149,7 +157,9 @@ class Message:
             parts.append(json.dumps(c.args, ensure_ascii=False, separators=(",", ":")))
         for r in self.tool_results:
             content = r.content
-            parts.append(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False))
+            parts.append(
+                content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+            )
         return "\n".join(parts)
 
 
@@ -182,12 +192,24 @@ class Record:
 
     @classmethod
     def from_row(
-        cls, seq: int, data: str | dict[str, Any], tokens: int, batch: int,
-        run_id: str | None, created_at: float,
+        cls,
+        seq: int,
+        data: str | dict[str, Any],
+        tokens: int,
+        batch: int,
+        run_id: str | None,
+        created_at: float,
     ) -> Record:
         """Build a record from a store row whose message is JSON text or an already parsed dict."""
         d = json.loads(data) if isinstance(data, str) else data
-        return cls(int(seq), Message.from_dict(cast(dict[str, Any], d)), int(tokens), int(batch), run_id, float(created_at))
+        return cls(
+            int(seq),
+            Message.from_dict(cast(dict[str, Any], d)),
+            int(tokens),
+            int(batch),
+            run_id,
+            float(created_at),
+        )
 
 
 @dataclass(slots=True, frozen=True)

@@ -262,9 +262,7 @@ class PluginManager(pluggy.PluginManager):
         for name, plugin in self.list_name_plugin():
             if plugin is None or name is None:
                 continue
-            hooks = sorted(
-                caller.name for caller in (self.get_hookcallers(plugin) or ())
-            )
+            hooks = sorted(caller.name for caller in (self.get_hookcallers(plugin) or ()))
             dist, version = self.distinfo.get(name, (None, None))
             if dist is None and name in CORE_PLUGINS:
                 dist = DISTRIBUTION

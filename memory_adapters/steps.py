@@ -52,10 +52,10 @@ def drive_sync(plan: Plan[T], store: Store, hooks: Hooks) -> T:
     try:
         while True:
             step = plan.send(result)
-            if type(step) is StoreCall:
+            if isinstance(step, StoreCall):
                 result = getattr(store, step.method)(*step.args, **step.kwargs)
             else:
-                result = hooks.call(step)  # type: ignore[arg-type]
+                result = hooks.call(step)
                 if step.firstresult:
                     result = resolve_sync(result)
                 else:
@@ -70,10 +70,10 @@ async def drive_async(plan: Plan[T], store: Store, hooks: Hooks) -> T:
     try:
         while True:
             step = plan.send(result)
-            if type(step) is StoreCall:
+            if isinstance(step, StoreCall):
                 result = await getattr(store, "a" + step.method)(*step.args, **step.kwargs)
             else:
-                result = hooks.call(step)  # type: ignore[arg-type]
+                result = hooks.call(step)
                 if step.firstresult:
                     result = await resolve_async(result)
                 else:

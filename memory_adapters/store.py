@@ -81,7 +81,11 @@ class Store(ABC):
 
     @abstractmethod
     def read(
-        self, conversation: str, *, start_seq: int = 1, end_seq: int | None = None,
+        self,
+        conversation: str,
+        *,
+        start_seq: int = 1,
+        end_seq: int | None = None,
         limit: int | None = None,
     ) -> list[Record]:
         """Records with ``start_seq <= seq <= end_seq``, in seq order, at most ``limit``."""
@@ -130,9 +134,7 @@ class Store(ABC):
         """The fact, or ``None`` if absent or expired."""
 
     @abstractmethod
-    def list_facts(
-        self, namespace: str, scope: str, *, limit: int | None = None
-    ) -> list[Fact]:
+    def list_facts(self, namespace: str, scope: str, *, limit: int | None = None) -> list[Fact]:
         """Unexpired facts of a scope, ordered by key, at most ``limit``."""
 
     @abstractmethod
@@ -153,7 +155,7 @@ class Store(ABC):
     def prune(self) -> int:
         """Delete expired facts now; return how many. Reads filter them out regardless."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional, most stores have something to release
         """Release connections. The store is not used afterwards."""
 
     # -- async twins -----------------------------------------------------------------------
@@ -169,8 +171,12 @@ class Store(ABC):
     ) -> AppendResult:
         """Async :meth:`append`."""
         return await self._offload(
-            self.append, conversation, entries, run_id=run_id,
-            expected_last_seq=expected_last_seq, idempotency_key=idempotency_key,
+            self.append,
+            conversation,
+            entries,
+            run_id=run_id,
+            expected_last_seq=expected_last_seq,
+            idempotency_key=idempotency_key,
         )
 
     async def atail(
@@ -182,7 +188,11 @@ class Store(ABC):
         )
 
     async def aread(
-        self, conversation: str, *, start_seq: int = 1, end_seq: int | None = None,
+        self,
+        conversation: str,
+        *,
+        start_seq: int = 1,
+        end_seq: int | None = None,
         limit: int | None = None,
     ) -> list[Record]:
         """Async :meth:`read`."""
@@ -220,8 +230,15 @@ class Store(ABC):
     ) -> Fact:
         """Async :meth:`put_fact`."""
         return await self._offload(
-            self.put_fact, namespace, scope, key, data, text=text, importance=importance,
-            expires_at=expires_at, expected_version=expected_version,
+            self.put_fact,
+            namespace,
+            scope,
+            key,
+            data,
+            text=text,
+            importance=importance,
+            expires_at=expires_at,
+            expected_version=expected_version,
         )
 
     async def aget_fact(self, namespace: str, scope: str, key: str) -> Fact | None:

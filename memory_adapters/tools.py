@@ -138,8 +138,10 @@ class MemoryTools:
         for pname, value in args.items():
             kind = props[pname]["type"]
             ok = (
-                isinstance(value, str) if kind == "string"
-                else isinstance(value, int) and not isinstance(value, bool) if kind == "integer"
+                isinstance(value, str)
+                if kind == "string"
+                else isinstance(value, int) and not isinstance(value, bool)
+                if kind == "integer"
                 else isinstance(value, int | float) and not isinstance(value, bool)
             )
             if not ok:
@@ -152,7 +154,9 @@ class MemoryTools:
         try:
             if name == "save_memory":
                 importance = float(args.get("importance", 0.5))
-                fact = yield from facts._put(args["key"], args["value"], importance, None, None, None)
+                fact = yield from facts._put(
+                    args["key"], args["value"], importance, None, None, None
+                )
                 return json.dumps({"saved": fact.key, "version": fact.version})
             if name == "recall_memory":
                 got = yield from facts._get(args["key"])
@@ -177,4 +181,6 @@ class MemoryTools:
 
     async def acall(self, name: str, args: dict[str, Any], *, scope: Scope | None = None) -> str:
         """Async :meth:`call`."""
-        return await drive_async(self._plan(name, args, scope), self._memory.store, self._memory.hooks)
+        return await drive_async(
+            self._plan(name, args, scope), self._memory.store, self._memory.hooks
+        )

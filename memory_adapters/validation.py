@@ -94,7 +94,9 @@ def dumps(value: Any, what: str = "value", limit: int = MAX_VALUE_BYTES) -> str:
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
-        raise InvalidValue(f"{what} holds text that is not valid Unicode (lone surrogate)") from None
+        raise InvalidValue(
+            f"{what} holds text that is not valid Unicode (lone surrogate)"
+        ) from None
     if size > limit:
         raise ValueTooLarge(f"{what} is {size} bytes as JSON; the limit is {limit}")
     return text
@@ -143,4 +145,3 @@ def check_positive_int(value: object, what: str, *, allow_zero: bool = False) ->
     if value < 0 or (value == 0 and not allow_zero):
         raise InvalidInput(f"{what} must be {'>= 0' if allow_zero else '> 0'}, not {value}")
     return value
-

@@ -21,12 +21,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .errors import InvalidInput, MergeConflict
 from .facts import Fact
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .validation import MAX_VALUE_BYTES, check_id, check_importance, check_ttl, dumps
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -79,7 +81,7 @@ def _envelope(fact: Fact) -> dict[str, Any]:
 class WorkingMemory:
     """The working memory of one scope path (the conversation, or a fork below it)."""
 
-    __slots__ = ("_memory", "scope", "namespace", "forks")
+    __slots__ = ("_memory", "forks", "namespace", "scope")
 
     def __init__(self, memory: Memory, scope: Scope, forks: tuple[str, ...] | None = None) -> None:
         self._memory = memory
@@ -115,7 +117,7 @@ class WorkingMemory:
         self._memory.hooks.notify(self._memory.hooks.working_forked(self.path, child.path))
         return child
 
-    # -- plans ----------------------------------------------------------------------------------
+    # -- plans -------------------------------------------------------------------------------------
 
     def _lookup(self, key: str, paths: list[str]) -> Plan[tuple[str, Fact] | None]:
         for path in paths:
@@ -145,8 +147,13 @@ class WorkingMemory:
         return None if found is None else [found[0], found[1].version]
 
     def _write(
-        self, key: str, value: Any, importance: float, expires_at: float | None,
-        deleted: bool, base: list[Any] | None | Literal[False] = False,
+        self,
+        key: str,
+        value: Any,
+        importance: float,
+        expires_at: float | None,
+        deleted: bool,
+        base: list[Any] | Literal[False] | None = False,
     ) -> Plan[None]:
         if not self.forks:
             if deleted:
@@ -154,7 +161,8 @@ class WorkingMemory:
             else:
                 data = dumps({"v": value}, "value", MAX_VALUE_BYTES + 64)
                 yield StoreCall(
-                    "put_fact", (self.namespace, self.path, key, data),
+                    "put_fact",
+                    (self.namespace, self.path, key, data),
                     {"text": key, "importance": importance, "expires_at": expires_at},
                 )
         else:
@@ -168,10 +176,13 @@ class WorkingMemory:
             env["base"] = base
             data = dumps(env, "value", MAX_VALUE_BYTES + 256)
             yield StoreCall(
-                "put_fact", (self.namespace, self.path, key, data),
+                "put_fact",
+                (self.namespace, self.path, key, data),
                 {"text": key, "importance": importance, "expires_at": expires_at},
             )
-        step = self._memory.hooks.working_written(self.path, key, None if deleted else value, deleted)
+        step = self._memory.hooks.working_written(
+            self.path, key, None if deleted else value, deleted
+        )
         if step is not None:
             yield step
 
@@ -205,8 +216,12 @@ class WorkingMemory:
             if now != env.get("base"):
                 current = yield from parent._get(f.key)
                 report.conflicts.append(
-                    Conflict(f.key, None if current is None else current.value, env.get("v"),
-                             bool(env.get("del")))
+                    Conflict(
+                        f.key,
+                        None if current is None else current.value,
+                        env.get("v"),
+                        bool(env.get("del")),
+                    )
                 )
                 plan.append((f, True))
             else:
@@ -223,7 +238,9 @@ class WorkingMemory:
                     yield from parent._write(f.key, None, 0.0, None, deleted=True)
                 report.deleted.append(f.key)
             else:
-                yield from parent._write(f.key, env.get("v"), f.importance, f.expires_at, deleted=False)
+                yield from parent._write(
+                    f.key, env.get("v"), f.importance, f.expires_at, deleted=False
+                )
                 report.applied.append(f.key)
         for f in own:
             yield StoreCall("delete_fact", (self.namespace, self.path, f.key))
@@ -237,9 +254,11 @@ class WorkingMemory:
         found = yield from self._lookup(key, self._lineage())
         return None if found is None else [found[0], found[1].version]
 
-    # -- sync ---------------------------------------------------------------------------------------
+    # -- sync --------------------------------------------------------------------------------------
 
-    def set(self, key: str, value: Any, *, importance: float = 0.0, ttl: float | None = None) -> None:
+    def set(
+        self, key: str, value: Any, *, importance: float = 0.0, ttl: float | None = None
+    ) -> None:
         """Write a note (JSON value). Higher ``importance`` renders first; ``ttl`` in seconds."""
         self._run(self._set(key, value, importance, ttl))
 
@@ -272,7 +291,7 @@ class WorkingMemory:
         """The notes as prompt text, most important first, within ``max_tokens``."""
         return self._render(self.items(), max_tokens)
 
-    # -- async ---------------------------------------------------------------------------------------
+    # -- async -------------------------------------------------------------------------------------
 
     async def aset(
         self, key: str, value: Any, *, importance: float = 0.0, ttl: float | None = None
@@ -304,16 +323,13 @@ class WorkingMemory:
         """Async :meth:`render`."""
         return self._render(await self.aitems(), max_tokens)
 
-    # -- helpers -------------------------------------------------------------------------------------
+    # -- helpers -----------------------------------------------------------------------------------
 
     def _render(self, notes: dict[str, Note], max_tokens: int) -> str:
         if not notes:
             return ""
         ordered = sorted(notes.values(), key=lambda n: (-n.importance, -n.updated_at, n.key))
-        lines = [
-            f"- {n.key}: {n.value if isinstance(n.value, str) else json.dumps(n.value, ensure_ascii=False)}"
-            for n in ordered
-        ]
+        lines = [f"- {n.key}: {_text(n.value)}" for n in ordered]
         counts = self._memory.hooks.count_tokens_sync(lines, self._memory.model)
         out: list[str] = []
         used = 0
@@ -324,15 +340,24 @@ class WorkingMemory:
             used += n
         return "\n".join(out)
 
-    def _run(self, plan: Plan[Any]) -> Any:
+    def _run(self, plan: Plan[T]) -> T:
         return drive_sync(plan, self._memory.store, self._memory.hooks)
 
-    async def _arun(self, plan: Plan[Any]) -> Any:
+    async def _arun(self, plan: Plan[T]) -> T:
         return await drive_async(plan, self._memory.store, self._memory.hooks)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def _note(path: str, fact: Fact) -> Note:
     return Note(
-        fact.key, _envelope(fact).get("v"), fact.importance, fact.version, fact.updated_at,
-        fact.expires_at, path,
+        fact.key,
+        _envelope(fact).get("v"),
+        fact.importance,
+        fact.version,
+        fact.updated_at,
+        fact.expires_at,
+        path,
     )

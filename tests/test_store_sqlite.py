@@ -51,7 +51,9 @@ def test_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rel = Memory("sqlite:///rel.db")
     assert isinstance(rel.store, SQLiteStore) and rel.store.path == "rel.db"
     absolute = Memory(f"sqlite:///{tmp_path / 'abs.db'}")
-    assert isinstance(absolute.store, SQLiteStore) and absolute.store.path == str(tmp_path / "abs.db")
+    assert isinstance(absolute.store, SQLiteStore) and absolute.store.path == str(
+        tmp_path / "abs.db"
+    )
     for url in ("sqlite://", "sqlite:///:memory:"):
         mem = Memory(url)
         assert isinstance(mem.store, SQLiteStore) and mem.store.path == ":memory:"
@@ -76,7 +78,8 @@ def test_window_reads_are_index_range_scans(tmp_path: Path) -> None:
     assert "SEARCH ma_messages USING" in token_plan and "start_tokens>?" in token_plan, token_plan
     assert "TEMP B-TREE" not in token_plan, token_plan
     count_plan = _plan(
-        db, "SELECT seq FROM ma_messages WHERE conversation = :c ORDER BY seq DESC LIMIT :n",
+        db,
+        "SELECT seq FROM ma_messages WHERE conversation = :c ORDER BY seq DESC LIMIT :n",
         {"c": "x", "n": 5},
     )
     assert "SEARCH ma_messages USING PRIMARY KEY" in count_plan, count_plan

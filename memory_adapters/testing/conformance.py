@@ -7,6 +7,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -41,7 +42,7 @@ HOSTILE_KEYS = [
     "a.$b",
     '{"$gt": ""}',
     "'; DROP TABLE ma_facts; --",
-    "\" OR 1=1 --",
+    '" OR 1=1 --',
     "x' OR '1'='1",
     "%",
     "_",
@@ -129,12 +130,20 @@ class StoreConformance:
     # -- conversation log: round trips, order ---------------------------------------------------
 
     def test_round_trip_is_exact(self, memory: Memory) -> None:
-        call = ToolCall("c1", "get_weather", {"city": "Lisbon", "units": ["C"], "nested": {"$gt": 1}})
+        call = ToolCall(
+            "c1", "get_weather", {"city": "Lisbon", "units": ["C"], "nested": {"$gt": 1}}
+        )
         sent = [
             Message.system("be brief"),
             Message.user("héllo \x00 🦜 \u2028"),
-            Message("assistant", "", [call], framework="pydantic-ai", raw={"parts": [{"k": "$v"}]},
-                    meta={"model": "test"}),
+            Message(
+                "assistant",
+                "",
+                [call],
+                framework="pydantic-ai",
+                raw={"parts": [{"k": "$v"}]},
+                meta={"model": "test"},
+            ),
             Message.tool(ToolResult("c1", {"temp": 21.5, "ok": True}, name="get_weather")),
             Message.tool(ToolResult("c2", "boom", is_error=True)),
             Message.assistant("It is 21.5°C."),
@@ -160,7 +169,9 @@ class StoreConformance:
                 return await memory.conversation.aread()
 
         records = asyncio.run(go())
-        assert [r.message.to_dict() for r in records] == [m.to_dict() for m in turn("a") + turn("b")]
+        assert [r.message.to_dict() for r in records] == [
+            m.to_dict() for m in turn("a") + turn("b")
+        ]
 
     def test_empty_and_unknown_conversations(self, store: Store, memory: Memory) -> None:
         assert store.last_seq("nobody") == 0
@@ -215,12 +226,16 @@ class StoreConformance:
                 assert w.tokens <= budget
                 assert w.records[0].message.role == "user"
                 # maximal: the previous user turn would not have fitted
-                prev_user = max(s for s in by_seq if s < seqs[0] and by_seq[s].message.role == "user")
+                prev_user = max(
+                    s for s in by_seq if s < seqs[0] and by_seq[s].message.role == "user"
+                )
                 extra = sum(by_seq[s].tokens for s in range(prev_user, seqs[0]))
                 assert w.tokens + extra > budget
 
             w = conv.window(max_messages=10, max_tokens=None, pin_system=False)
-            assert [r.seq for r in w.records] == list(range(9994, 10002))  # 10 → starts at a user turn
+            assert [r.seq for r in w.records] == list(
+                range(9994, 10002)
+            )  # 10 → starts at a user turn
             w = conv.window(max_messages=10, max_tokens=30, pin_system=False)
             assert w.tokens <= 30 and len(w.records) <= 10
             w = conv.window(max_tokens=500)
@@ -233,9 +248,20 @@ class StoreConformance:
             conv = memory.conversation
             conv.append(turn("a"))
             # a failed run: the tool call was stored, its result never came
-            conv.append([Message.user("failing"), Message.assistant("let me look", [ToolCall("lost", "f", {})])])
+            conv.append(
+                [
+                    Message.user("failing"),
+                    Message.assistant("let me look", [ToolCall("lost", "f", {})]),
+                ]
+            )
             # a stray result whose call is gone
-            conv.append([Message.user("again"), Message.tool(ToolResult("ghost", "x")), Message.assistant("ok")])
+            conv.append(
+                [
+                    Message.user("again"),
+                    Message.tool(ToolResult("ghost", "x")),
+                    Message.assistant("ok"),
+                ]
+            )
             conv.append(turn("b"))
             w = conv.window(max_tokens=100_000)
             msgs = w.messages()
@@ -270,8 +296,13 @@ class StoreConformance:
 
         class Summarizer:
             @hookimpl
-            def summarize(self, messages: list[Message], previous: str | None,
-                          max_tokens: int, model: str | None) -> Any:
+            def summarize(
+                self,
+                messages: list[Message],
+                previous: str | None,
+                max_tokens: int,
+                model: str | None,
+            ) -> Any:
                 calls.append((len(messages), previous))
 
                 async def make() -> str:
@@ -279,8 +310,13 @@ class StoreConformance:
 
                 return make()  # an async answer, as the hook spec allows
 
-        memory = Memory(store=store, load_entrypoints=False, plugins=[Summarizer()],
-                        history_tokens=200, summary_tokens=50)
+        memory = Memory(
+            store=store,
+            load_entrypoints=False,
+            plugins=[Summarizer()],
+            history_tokens=200,
+            summary_tokens=50,
+        )
         with memory.session(conversation_id="sum"):
             conv = memory.conversation
             for i in range(60):
@@ -326,7 +362,9 @@ class StoreConformance:
 
         async def retry() -> bool:
             async with memory.session(conversation_id="idem"):
-                return (await memory.conversation.aappend(turn("b"), idempotency_key="run-2")).duplicate
+                return (
+                    await memory.conversation.aappend(turn("b"), idempotency_key="run-2")
+                ).duplicate
 
         assert asyncio.run(retry())
 
@@ -391,7 +429,9 @@ class StoreConformance:
         assert len(records) == len(wins)
         assert [r.seq for r in records] == list(range(1, len(wins) + 1))
         # each winner appended exactly at the seq it read: no two writers claimed one seq
-        assert [int(r.message.text.split("b")[1].split(":")[0]) for r in records] == list(range(len(wins)))
+        assert [int(r.message.text.split("b")[1].split(":")[0]) for r in records] == list(
+            range(len(wins))
+        )
 
     # -- facts -----------------------------------------------------------------------------------
 
@@ -402,7 +442,11 @@ class StoreConformance:
             f1 = facts.put("tea", "green", importance=0.5)
             assert (f1.version, f1.value, f1.importance) == (1, "green", 0.5)
             f2 = facts.put("tea", "oolong")
-            assert f2.version == 2 and f2.created_at == f1.created_at and f2.updated_at >= f1.updated_at
+            assert (
+                f2.version == 2
+                and f2.created_at == f1.created_at
+                and f2.updated_at >= f1.updated_at
+            )
             with pytest.raises(VersionConflict) as info:
                 facts.put("tea", "black", expected_version=1)
             assert (info.value.expected, info.value.actual) == (1, 2)
@@ -547,7 +591,9 @@ class StoreConformance:
                 root.set("k", "parent")  # changed on both sides
                 report = fork.merge(policy)  # type: ignore[arg-type]
                 assert [c.key for c in report.conflicts] == ["k"]
-                assert report.conflicts[0].parent == "parent" and report.conflicts[0].child == "child"
+                assert (
+                    report.conflicts[0].parent == "parent" and report.conflicts[0].child == "child"
+                )
                 assert root.get("k") == expected
                 assert root.get("free") == policy
             fork = root.fork("f-raise")
@@ -656,14 +702,26 @@ class StoreConformance:
                 fn()
 
         with memory.session(user_id="keeper", conversation_id="keeper"):
-            conv, facts, wm = memory.conversation, memory.facts, memory.working
+            conv: Any = memory.conversation
+            facts: Any = memory.facts
+            wm: Any = memory.working
+            session: Any = memory.session
+            message: Any = Message
+            tool_call: Any = ToolCall
             not_json: list[Any] = [
-                {1, 2}, b"bytes", object(), float("nan"), float("inf"), {1: "int key"},
-                (1, 2), {"deep": [complex(1, 2)]}, "lone \ud800 surrogate",
+                {1, 2},
+                b"bytes",
+                object(),
+                float("nan"),
+                float("inf"),
+                {1: "int key"},
+                (1, 2),
+                {"deep": [complex(1, 2)]},
+                "lone \ud800 surrogate",
             ]
             for i, value in enumerate(not_json):
-                refused(f"fact value not json #{i}", InvalidValue, lambda v=value: facts.put("k", v))
-                refused(f"working value not json #{i}", InvalidValue, lambda v=value: wm.set("k", v))
+                refused(f"fact value not json #{i}", InvalidValue, partial(facts.put, "k", value))
+                refused(f"working value not json #{i}", InvalidValue, partial(wm.set, "k", value))
             deep: Any = []
             for _ in range(150):
                 deep = [deep]
@@ -672,47 +730,79 @@ class StoreConformance:
             refused("huge note", ValueTooLarge, lambda: wm.set("k", "x" * (MAX_VALUE_BYTES + 1)))
             big = Memory(store=memory.store, load_entrypoints=False, max_turn_bytes=10_000)
             with big.session(user_id="keeper", conversation_id="keeper"):
-                refused("huge turn", ValueTooLarge,
-                        lambda: big.conversation.append([Message.user("y" * 20_000)]))
-            bad_keys: list[Any] = ["", "k" * (MAX_ID_LENGTH + 1), "nul\x00key", "new\nline", None,
-                                   42, b"k", ["k"], "\ud800"]
+                refused(
+                    "huge turn",
+                    ValueTooLarge,
+                    lambda: big.conversation.append([Message.user("y" * 20_000)]),
+                )
+            bad_keys: list[Any] = [
+                "",
+                "k" * (MAX_ID_LENGTH + 1),
+                "nul\x00key",
+                "new\nline",
+                None,
+                42,
+                b"k",
+                ["k"],
+                "\ud800",
+            ]
             for i, key in enumerate(bad_keys):
-                refused(f"fact key #{i}", InvalidId, lambda k=key: facts.put(k, 1))
-                refused(f"fact get key #{i}", InvalidId, lambda k=key: facts.get(k))
-                refused(f"note key #{i}", InvalidId, lambda k=key: wm.set(k, 1))
+                refused(f"fact key #{i}", InvalidId, partial(facts.put, key, 1))
+                refused(f"fact get key #{i}", InvalidId, partial(facts.get, key))
+                refused(f"note key #{i}", InvalidId, partial(wm.set, key, 1))
             for i, ident in enumerate(["", "c" * (MAX_ID_LENGTH + 1), "a\x00b", 7, None]):
                 if ident is None:
                     continue
-                refused(f"conversation id #{i}", InvalidId,
-                        lambda x=ident: memory.session(conversation_id=x))
-                refused(f"user id #{i}", InvalidId, lambda x=ident: memory.session(user_id=x))
+                refused(
+                    f"conversation id #{i}",
+                    InvalidId,
+                    partial(session, conversation_id=ident),
+                )
+                refused(f"user id #{i}", InvalidId, partial(session, user_id=ident))
             refused("namespace", InvalidId, lambda: Memory(store=memory.store, namespace=""))
             refused("ttl zero", InvalidTTL, lambda: facts.put("k", 1, ttl=0))
             refused("ttl negative", InvalidTTL, lambda: facts.put("k", 1, ttl=-5))
             refused("ttl nan", InvalidTTL, lambda: facts.put("k", 1, ttl=float("nan")))
-            refused("ttl str", InvalidTTL, lambda: facts.put("k", 1, ttl="10"))  # type: ignore[arg-type]
+            refused("ttl str", InvalidTTL, lambda: facts.put("k", 1, ttl="10"))
             refused("expired", InvalidTTL, lambda: facts.put("k", 1, expires_at=time.time() - 1))
             refused("note ttl", InvalidTTL, lambda: wm.set("k", 1, ttl=-1))
-            refused("importance str", InvalidValue, lambda: facts.put("k", 1, importance="high"))  # type: ignore[arg-type]
-            refused("importance nan", InvalidValue, lambda: facts.put("k", 1, importance=float("nan")))
-            refused("limit str", InvalidInput, lambda: facts.search("x", limit="5"))  # type: ignore[arg-type]
+            refused("importance str", InvalidValue, lambda: facts.put("k", 1, importance="high"))
+            refused(
+                "importance nan", InvalidValue, lambda: facts.put("k", 1, importance=float("nan"))
+            )
+            refused("limit str", InvalidInput, lambda: facts.search("x", limit="5"))
             refused("limit zero", InvalidInput, lambda: facts.all(limit=0))
-            refused("query type", TypeError, lambda: facts.search(None))  # type: ignore[arg-type]
-            refused("cas version type", InvalidInput, lambda: facts.put("k", 1, expected_version="1"))  # type: ignore[arg-type]
-            refused("append one message", InvalidInput, lambda: conv.append(Message.user("x")))  # type: ignore[arg-type]
+            refused("query type", TypeError, lambda: facts.search(None))
+            refused(
+                "cas version type", InvalidInput, lambda: facts.put("k", 1, expected_version="1")
+            )
+            refused("append one message", InvalidInput, lambda: conv.append(Message.user("x")))
             refused("append nothing", InvalidInput, lambda: conv.append([]))
-            refused("append dicts", InvalidInput, lambda: conv.append([{"role": "user"}]))  # type: ignore[list-item]
-            refused("bad role", InvalidValue, lambda: conv.append([Message("boss", "x")]))  # type: ignore[arg-type]
-            refused("text type", InvalidValue, lambda: conv.append([Message("user", 5)]))  # type: ignore[arg-type]
-            refused("tool args type", InvalidValue,
-                    lambda: conv.append([Message.assistant("", [ToolCall("i", "n", "args")])]))  # type: ignore[arg-type]
-            refused("tool args not json", InvalidValue,
-                    lambda: conv.append([Message.assistant("", [ToolCall("i", "n", {"x": {1}})])]))
-            refused("raw not json", InvalidValue,
-                    lambda: conv.append([Message("user", "x", raw=object())]))
+            refused("append dicts", InvalidInput, lambda: conv.append([{"role": "user"}]))
+            refused("bad role", InvalidValue, lambda: conv.append([message("boss", "x")]))
+            refused("text type", InvalidValue, lambda: conv.append([message("user", 5)]))
+            refused(
+                "tool args type",
+                InvalidValue,
+                lambda: conv.append([Message.assistant("", [tool_call("i", "n", "args")])]),
+            )
+            refused(
+                "tool args not json",
+                InvalidValue,
+                lambda: conv.append([Message.assistant("", [ToolCall("i", "n", {"x": {1}})])]),
+            )
+            refused(
+                "raw not json",
+                InvalidValue,
+                lambda: conv.append([Message("user", "x", raw=object())]),
+            )
             refused("text surrogate", InvalidValue, lambda: conv.append([Message.user("\udfff")]))
-            refused("expected seq", InvalidInput, lambda: conv.append(turn("x"), expected_last_seq=-1))
-            refused("idempotency key", InvalidId, lambda: conv.append(turn("x"), idempotency_key=""))
+            refused(
+                "expected seq", InvalidInput, lambda: conv.append(turn("x"), expected_last_seq=-1)
+            )
+            refused(
+                "idempotency key", InvalidId, lambda: conv.append(turn("x"), idempotency_key="")
+            )
             refused("window budget", InvalidInput, lambda: conv.window(max_tokens=-1))
             refused("fork name", InvalidId, lambda: wm.fork(""))
             refused("fork slash", InvalidInput, lambda: wm.fork("a/b"))
@@ -736,11 +826,15 @@ class StoreConformance:
                 assert got is not None and got.value == value and type(got.value) is type(value)
                 assert memory.working.get(f"value-{i}") == value
             keys = [f.key for f in memory.facts.all()]
-            assert sorted(keys) == sorted([*HOSTILE_KEYS, *(f"value-{i}" for i in range(len(HOSTILE_VALUES)))])
+            assert sorted(keys) == sorted(
+                [*HOSTILE_KEYS, *(f"value-{i}" for i in range(len(HOSTILE_VALUES)))]
+            )
             for pattern in ("%", "_", "*", "$gt", "$where", "a.b"):
                 assert memory.facts.get(pattern + "x") is None
             messages = [Message.user(str(v)) for v in HOSTILE_VALUES if isinstance(v, str)]
-            messages.append(Message.assistant("", [ToolCall("$where", "$gt", {"$gt": "", "a.b": {"$ne": 1}})]))
+            messages.append(
+                Message.assistant("", [ToolCall("$where", "$gt", {"$gt": "", "a.b": {"$ne": 1}})])
+            )
             messages.append(Message.tool(ToolResult("$where", {"$set": "\x00"})))
             memory.conversation.append(messages)
             back = memory.conversation.read()

@@ -30,7 +30,7 @@ def open_store(url: str, **options: Any) -> InMemoryStore:
     return _named[name]
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def register_stores(register: Any) -> None:
     """Serve ``memory://``."""
     register("memory", open_store)

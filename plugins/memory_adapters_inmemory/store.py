@@ -33,7 +33,9 @@ class _Row:
     created_at: float
 
     def record(self) -> Record:
-        return Record.from_row(self.seq, self.data, self.tokens, self.batch, self.run_id, self.created_at)
+        return Record.from_row(
+            self.seq, self.data, self.tokens, self.batch, self.run_id, self.created_at
+        )
 
 
 @dataclass(slots=True)
@@ -60,8 +62,14 @@ class _FactRow:
 
     def fact(self, key: str, score: float | None = None) -> Fact:
         return Fact.from_row(
-            key, self.data, self.version, self.importance, self.created_at, self.updated_at,
-            self.expires_at, score,
+            key,
+            self.data,
+            self.version,
+            self.importance,
+            self.created_at,
+            self.updated_at,
+            self.expires_at,
+            score,
         )
 
 
@@ -131,7 +139,11 @@ class InMemoryStore(Store):
         return [r.record() for r in rows]
 
     def read(
-        self, conversation: str, *, start_seq: int = 1, end_seq: int | None = None,
+        self,
+        conversation: str,
+        *,
+        start_seq: int = 1,
+        end_seq: int | None = None,
         limit: int | None = None,
     ) -> list[Record]:
         with self._lock:
@@ -191,8 +203,13 @@ class InMemoryStore(Store):
             if expected_version is not None and expected_version != current:
                 raise VersionConflict(key, expected_version, current)
             new = _FactRow(
-                data, _words(text), current + 1, importance,
-                now if row is None else row.created_at, now, expires_at,
+                data,
+                _words(text),
+                current + 1,
+                importance,
+                now if row is None else row.created_at,
+                now,
+                expires_at,
             )
             facts[key] = new
             return new.fact(key)

@@ -25,7 +25,7 @@ def open_store(url: str, **options: Any) -> SQLiteStore:
     return SQLiteStore(path or ":memory:", **options)
 
 
-@hookimpl
+@hookimpl(trylast=True)
 def register_stores(register: Any) -> None:
     """Serve ``sqlite://``."""
     register("sqlite", open_store)

@@ -212,10 +212,20 @@ class SQLiteStore(Store):
             first = last_seq + 1
             rows = []
             for i, e in enumerate(entries):
-                rows.append((
-                    conversation, first + i, first, total, e.tokens, e.role, e.data, run_id,
-                    idempotency_key if i == 0 else None, now,
-                ))
+                rows.append(
+                    (
+                        conversation,
+                        first + i,
+                        first,
+                        total,
+                        e.tokens,
+                        e.role,
+                        e.data,
+                        run_id,
+                        idempotency_key if i == 0 else None,
+                        now,
+                    )
+                )
                 total += e.tokens
             db.executemany(
                 "INSERT INTO ma_messages (conversation, seq, batch, start_tokens, tokens, role, "
@@ -251,15 +261,23 @@ class SQLiteStore(Store):
         return [_record(r) for r in reversed(rows)]
 
     def read(
-        self, conversation: str, *, start_seq: int = 1, end_seq: int | None = None,
+        self,
+        conversation: str,
+        *,
+        start_seq: int = 1,
+        end_seq: int | None = None,
         limit: int | None = None,
     ) -> list[Record]:
         with self._connection() as db:
             rows = db.execute(
                 f"SELECT {_MSG} FROM ma_messages WHERE conversation = ? AND seq >= ? AND seq <= ? "
                 "ORDER BY seq LIMIT ?",
-                (conversation, start_seq, end_seq if end_seq is not None else 2**62,
-                 -1 if limit is None else limit),
+                (
+                    conversation,
+                    start_seq,
+                    end_seq if end_seq is not None else 2**62,
+                    -1 if limit is None else limit,
+                ),
             ).fetchall()
         return [_record(r) for r in rows]
 
@@ -272,7 +290,9 @@ class SQLiteStore(Store):
 
     def delete_conversation(self, conversation: str) -> int:
         with self._write() as db:
-            n = db.execute("DELETE FROM ma_messages WHERE conversation = ?", (conversation,)).rowcount
+            n = db.execute(
+                "DELETE FROM ma_messages WHERE conversation = ?", (conversation,)
+            ).rowcount
             db.execute("DELETE FROM ma_summaries WHERE conversation = ?", (conversation,))
             db.execute("DELETE FROM ma_conversations WHERE key = ?", (conversation,))
         return int(n)
@@ -282,8 +302,14 @@ class SQLiteStore(Store):
             db.execute(
                 "INSERT OR REPLACE INTO ma_summaries (conversation, end_seq, start_seq, text, "
                 "tokens, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (conversation, summary.end_seq, summary.start_seq, summary.text, summary.tokens,
-                 summary.created_at or time.time()),
+                (
+                    conversation,
+                    summary.end_seq,
+                    summary.start_seq,
+                    summary.text,
+                    summary.tokens,
+                    summary.created_at or time.time(),
+                ),
             )
 
     def latest_summary(self, conversation: str) -> Summary | None:
@@ -410,7 +436,8 @@ class SQLiteStore(Store):
             ids = [
                 r[0]
                 for r in db.execute(
-                    "SELECT id FROM ma_facts WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+                    "SELECT id FROM ma_facts WHERE expires_at IS NOT NULL AND expires_at <= ?",
+                    (now,),
                 )
             ]
             for fact_id in ids:

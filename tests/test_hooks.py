@@ -1,0 +1,181 @@
+"""The lifecycle hooks fire, may transform, may be async, and cost nothing when unused."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from memory_adapters import Fact, Memory, Message, Record, Scope, hookimpl
+from memory_adapters.window import Window
+from memory_adapters.working import MergeReport
+
+
+class Redact:
+    """Masks a secret before it is stored (a before_save transform)."""
+
+    @hookimpl
+    def before_save(self, scope: Scope, messages: list[Message]) -> None:
+        for m in messages:
+            m.text = m.text.replace("hunter2", "*******")
+        messages.append(Message.assistant("(redacted by policy)"))
+
+
+class Audit:
+    """Records every event it sees; half its implementations are async."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+
+    @hookimpl
+    def after_save(self, scope: Scope, records: list[Record]) -> Any:
+        async def log() -> None:
+            await asyncio.sleep(0)
+            self.events.append(("after_save", [r.seq for r in records]))
+
+        return log()
+
+    @hookimpl
+    def fact_stored(self, scope: Scope, fact: Fact) -> None:
+        self.events.append(("fact_stored", (scope.user_id, fact.key, fact.version)))
+
+    @hookimpl
+    def fact_recalled(self, key: str, fact: Fact | None) -> None:
+        self.events.append(("fact_recalled", (key, fact is not None)))
+
+    @hookimpl
+    def facts_searched(self, query: str, results: list[Fact]) -> None:
+        self.events.append(("facts_searched", (query, [f.key for f in results])))
+
+    @hookimpl
+    def fact_forgotten(self, key: str, deleted: bool) -> None:
+        self.events.append(("fact_forgotten", (key, deleted)))
+
+    @hookimpl
+    def working_written(self, path: str, key: str, value: Any, deleted: bool) -> None:
+        self.events.append(("working_written", (path.rsplit("/", 1)[-1], key, value, deleted)))
+
+    @hookimpl
+    def working_forked(self, parent: str, child: str) -> None:
+        self.events.append(("working_forked", child.rsplit("/", 1)[-1]))
+
+    @hookimpl
+    def working_merged(self, child: str, parent: str, report: MergeReport) -> None:
+        self.events.append(("working_merged", report.applied))
+
+    @hookimpl
+    def history_loaded(self, window: Window) -> None:
+        window.records = [r for r in window.records if "skip me" not in r.message.text]
+
+
+def test_before_save_transforms_what_is_stored(memory: Memory) -> None:
+    memory.register(Redact())
+    with memory.session(conversation_id="c"):
+        memory.conversation.append([Message.user("my password is hunter2")])
+        stored = memory.conversation.read()
+    assert [r.message.text for r in stored] == ["my password is *******", "(redacted by policy)"]
+
+
+def test_events_fire_with_async_implementations(memory: Memory) -> None:
+    audit = Audit()
+    memory.register(audit)
+    with memory.session(user_id="alice", conversation_id="c"):
+        memory.conversation.append([Message.user("hello"), Message.assistant("hi")])
+        memory.conversation.append([Message.user("skip me"), Message.assistant("ok")])
+        memory.facts.put("tea", "oolong")
+        memory.facts.get("tea")
+        memory.facts.get("coffee")
+        memory.facts.search("oolong")
+        memory.facts.forget("tea")
+        memory.working.set("goal", "g")
+        fork = memory.working.fork("sub")
+        fork.set("x", 1)
+        fork.merge()
+        texts = [m.text for m in memory.conversation.messages()]
+    assert texts == ["hello", "hi", "ok"]  # history_loaded rewrote the window
+    assert audit.events == [
+        ("after_save", [1, 2]),
+        ("after_save", [3, 4]),
+        ("fact_stored", ("alice", "tea", 1)),
+        ("fact_recalled", ("tea", True)),
+        ("fact_recalled", ("coffee", False)),
+        ("facts_searched", ("oolong", ["tea"])),
+        ("fact_forgotten", ("tea", True)),
+        ("working_written", ("default:alice:c", "goal", "g", False)),
+        ("working_forked", "sub"),
+        ("working_written", ("sub", "x", 1, False)),
+        ("working_written", ("default:alice:c", "x", 1, False)),
+        ("working_merged", ["x"]),
+    ]
+
+
+def test_async_hooks_are_awaited_on_the_callers_loop(memory: Memory) -> None:
+    audit = Audit()
+    memory.register(audit)
+
+    async def go() -> asyncio.AbstractEventLoop:
+        async with memory.session(conversation_id="c"):
+            await memory.conversation.aappend([Message.user("a")])
+        return asyncio.get_running_loop()
+
+    asyncio.run(go())
+    assert audit.events == [("after_save", [1])]
+
+
+def test_sync_calls_inside_a_running_loop_still_resolve_async_hooks(memory: Memory) -> None:
+    audit = Audit()
+    memory.register(audit)
+
+    async def go() -> None:
+        with memory.session(conversation_id="c"):
+            memory.conversation.append([Message.user("sync call from async code")])
+
+    asyncio.run(go())
+    assert audit.events == [("after_save", [1])]
+
+
+def test_unimplemented_hooks_are_never_called(memory: Memory) -> None:
+    called: list[str] = []
+    undo = memory.pm.add_hookcall_monitoring(
+        lambda name, impls, kwargs: called.append(name), lambda *args: None
+    )
+    with memory.session(user_id="u", conversation_id="c"):
+        memory.conversation.append([Message.user("x")])
+        memory.conversation.window()
+        memory.facts.put("k", 1)
+        memory.facts.get("k")
+    undo()
+    assert called == ["count_tokens", "select_window"]  # only hooks that have implementations
+    assert "before_save" not in memory.pm.implemented
+    memory.register(Redact(), name="redact")
+    assert "before_save" in memory.pm.implemented
+    memory.unregister(name="redact")
+    assert "before_save" not in memory.pm.implemented
+
+
+class FixedCounter:
+    @hookimpl
+    def count_tokens(self, texts: list[str], model: str | None) -> list[int]:
+        return [100 for _ in texts]
+
+
+def test_a_plugin_replaces_the_token_counter(memory: Memory) -> None:
+    memory.register(FixedCounter())
+    with memory.session(conversation_id="c"):
+        memory.conversation.append([Message.user("a"), Message.assistant("b")])
+        assert [r.tokens for r in memory.conversation.read()] == [104, 104]
+        assert len(memory.conversation.window(max_tokens=150).records) == 0
+    assert memory.count_tokens(["anything"]) == [100]
+
+
+class KeepLastTwo:
+    @hookimpl
+    def select_window(self, records: list[Record]) -> list[Record]:
+        return records[-2:]
+
+
+def test_a_plugin_replaces_the_window_strategy(memory: Memory) -> None:
+    memory.register(KeepLastTwo())
+    with memory.session(conversation_id="c"):
+        for i in range(3):
+            memory.conversation.append([Message.user(f"q{i}"), Message.assistant(f"a{i}")])
+        assert [m.text for m in memory.conversation.messages()] == ["q2", "a2"]

@@ -1,0 +1,129 @@
+"""Memory: construction, sessions and scope, the public contract."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+import memory_adapters
+from memory_adapters import InvalidInput, Memory, Message, NoScope, Scope
+
+
+def test_public_contract_names() -> None:
+    assert callable(memory_adapters.hookimpl)
+    assert memory_adapters.Memory is Memory
+
+
+def test_default_url_is_the_embedded_sqlite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MEMORY_ADAPTERS_URL", raising=False)
+    assert type(Memory().store).__name__ == "SQLiteStore"
+    assert (tmp_path / "memory_adapters.db").exists()
+    monkeypatch.setenv("MEMORY_ADAPTERS_URL", "memory://")
+    assert type(Memory().store).__name__ == "InMemoryStore"
+
+
+def test_store_or_url_not_both() -> None:
+    store = Memory("memory://").store
+    with pytest.raises(InvalidInput):
+        Memory("memory://", store=store)
+    with pytest.raises(InvalidInput):
+        Memory(store=object())  # type: ignore[arg-type]
+
+
+def test_sessions_nest_and_restore(memory: Memory) -> None:
+    assert memory.scope == Scope()
+    with memory.session(user_id="alice", conversation_id="c1") as outer:
+        assert outer.user_id == "alice"
+        with memory.session(conversation_id="c2") as inner:
+            assert (inner.user_id, inner.conversation_id) == ("alice", "c2")
+            assert memory.scope is inner
+        assert memory.scope.conversation_id == "c1"
+    assert memory.scope.conversation_id is None
+
+
+def test_sessions_follow_async_tasks_and_do_not_leak(memory: Memory) -> None:
+    async def task(user: str) -> list[str]:
+        async with memory.session(user_id=user, conversation_id="shared-id"):
+            await asyncio.sleep(0.01)
+            await memory.conversation.aappend([Message.user(f"from {user}")])
+            await asyncio.sleep(0.01)
+            return [m.text for m in await memory.conversation.amessages()]
+
+    async def main() -> list[list[str]]:
+        return list(await asyncio.gather(task("alice"), task("bob")))
+
+    assert asyncio.run(main()) == [["from alice"], ["from bob"]]
+    assert memory.scope.user_id is None
+
+
+def test_sessions_are_per_thread(memory: Memory) -> None:
+    seen: dict[str, str | None] = {}
+
+    def other() -> None:
+        seen["thread"] = memory.scope.user_id
+
+    with memory.session(user_id="alice"):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert seen == {"thread": None}
+
+
+def test_two_memories_have_separate_sessions() -> None:
+    a, b = Memory("memory://"), Memory("memory://")
+    with a.session(user_id="alice"):
+        assert b.scope.user_id is None
+
+
+def test_a_run_with_no_conversation_is_a_clear_error(memory: Memory) -> None:
+    with (
+        memory.session(user_id="alice"),
+        pytest.raises(NoScope, match=r"memory.session\(conversation_id"),
+    ):
+        memory.conversation.window()
+    with pytest.raises(LookupError):
+        memory.facts.all()
+
+
+def test_conversation_keys_cannot_collide() -> None:
+    a = Scope(user_id="a:b", conversation_id="c")
+    b = Scope(user_id="a", conversation_id="b:c")
+    assert a.conversation_key != b.conversation_key
+    assert Scope(user_id="x").fact_scope != Scope(user_id="x", agent_id="y").fact_scope
+
+
+def test_memory_tools_have_no_scope_parameters() -> None:
+    for spec in memory_adapters.MEMORY_TOOLS:
+        props = spec.parameters["properties"]
+        assert not {"user", "user_id", "scope", "namespace", "conversation_id", "agent_id"} & set(
+            props
+        )
+    assert "save_memory" in memory_adapters.TOOL_INSTRUCTIONS
+
+
+def test_async_tools(memory: Memory) -> None:
+    async def go() -> str:
+        async with memory.session(user_id="alice"):
+            await memory.tools.acall(
+                "save_memory", {"key": "tea", "value": "oolong", "importance": 0.9}
+            )
+            return await memory.tools.acall("search_memory", {"query": "oolong"})
+
+    assert '"tea"' in asyncio.run(go())
+
+
+def test_context_manager_closes(tmp_path: Path) -> None:
+    with Memory(f"sqlite:///{tmp_path / 'x.db'}") as m, m.session(conversation_id="c"):
+        m.conversation.append([Message.user("x")])
+
+    async def go() -> None:
+        async with Memory("memory://") as m2, m2.session(conversation_id="c"):
+            await m2.conversation.aappend([Message.user("x")])
+
+    asyncio.run(go())

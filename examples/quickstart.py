@@ -14,11 +14,12 @@ on conflict, so no turn is lost or interleaved.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
 
-from memory_adapters import AppendConflict, Memory, Message
+from memory_adapters import AppendConflict, Memory, Message, ToolArgumentError
 
 DEFAULT_URL = "sqlite:///memory_adapters_demo.db"
 
@@ -43,15 +44,19 @@ def main(argv: list[str]) -> int:
         if user_turns:
             print(f"  Last time you said: {user_turns[-1]!r}")
         else:
-            conv.append([Message.system("You are a helpful assistant. Be brief.")])
+            # expected_last_seq=0: only if the conversation is still empty (another process
+            # may have started it first).
+            with contextlib.suppress(AppendConflict):
+                system = Message.system("You are a tea shop assistant. Be brief.")
+                conv.append([system], expected_last_seq=0)
 
         run_id = uuid.uuid4().hex
         while True:  # a conditional append, retried if another process appended first
             last = conv.last_seq()
-            run = len([r for r in conv.read() if r.message.role == "user"]) + 1
+            run = sum(r.message.role == "user" for r in conv.read()) + 1  # fine for a demo
             turn = [
-                Message.user(f"Hello again, this is visit number {run}. My favourite tea is oolong."),
-                Message.assistant(f"Welcome back! Noted: oolong. (visit {run})"),
+                Message.user(f"Hi, this is visit {run}. My favourite tea is oolong."),
+                Message.assistant(f"Nice to see you (visit {run}). Noted: oolong."),
             ]
             try:
                 result = conv.append(
@@ -65,8 +70,12 @@ def main(argv: list[str]) -> int:
         print(f"  retried with the same idempotency key: duplicate={retry.duplicate}")
 
         window = conv.window(max_tokens=120)
-        print(f"  window for the next model call ({window.tokens} tokens of at most 120):")
-        for m in window.messages():
+        shown = window.messages()
+        print(
+            f"  the window for the next model call holds {len(shown)} of {conv.last_seq()} "
+            f"messages, {window.tokens} tokens (budget 120):"
+        )
+        for m in shown:
             print(f"    {m.role:>9}: {m.text}")
 
         # -- 2. long-term facts ---------------------------------------------------------------
@@ -77,10 +86,14 @@ def main(argv: list[str]) -> int:
 
         # -- 3. working memory with a fork ------------------------------------------------------
         notes = memory.working
+        left = notes.items()
+        print(f"\n[working] {len(left)} notes left from the last run; clearing them for a new task")
+        for key in left:
+            notes.delete(key)
         notes.set("goal", "plan a tea tasting", importance=1.0)
         notes.set("budget", 100)
         researcher = notes.fork("researcher")  # a sub-agent's scratchpad
-        print(f"\n[working] the fork reads through: goal = {researcher.get('goal')!r}")
+        print(f"  the fork reads through: goal = {researcher.get('goal')!r}")
         researcher.set("shop", "Tea House, 5th Street")
         researcher.set("budget", 80)
         print(f"  before merge the parent sees shop = {notes.get('shop')!r}")
@@ -90,10 +103,15 @@ def main(argv: list[str]) -> int:
         for line in notes.render(max_tokens=200).splitlines():
             print(f"    {line}")
 
-        # -- 4. a memory tool, called by name as a framework adapter would --------------------------
+        # -- 4. a memory tool, called by name as a framework adapter would ------------------------
         print(f"\n[tools] {', '.join(spec.name for spec in memory.tools.specs)}")
+        # The arguments come from the model; the scope (alice) comes from the session.
         answer = memory.tools.call("search_memory", {"query": "tea"})
         print(f"  search_memory(query='tea') -> {answer}")
+        try:
+            memory.tools.call("search_memory", {"query": "tea", "user_id": "bob"})
+        except ToolArgumentError as exc:
+            print(f"  a model cannot pick whose memory it reads: {exc}")
     return 0
 
 

@@ -142,7 +142,11 @@ def window_plan(
     window = Window(conversation)
     pinned_end = 0
     if pin_system or pin_first_turn:
-        head: list[Record] = yield StoreCall("read", (conversation,), {"limit": HEAD_LIMIT})
+        # Read as little of the head as the pins need: usually one or a few messages.
+        probe = HEAD_LIMIT if pin_first_turn else 4
+        head: list[Record] = yield StoreCall("read", (conversation,), {"limit": probe})
+        if len(head) == probe < HEAD_LIMIT and all(r.message.role == "system" for r in head):
+            head = yield StoreCall("read", (conversation,), {"limit": HEAD_LIMIT})
         window.pinned = _pinned(head, pin_system, pin_first_turn)
         if window.pinned:
             pinned_end = window.pinned[-1].seq

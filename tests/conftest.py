@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,3 +26,15 @@ def memory(url: str) -> Iterator[Memory]:
     m = Memory(url)
     yield m
     m.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Under ``MEMORY_ADAPTERS_FAIL_ON_SKIP=1`` (set by CI) a skipped test is a failure:
+    nothing that should run may quietly not run."""
+    report = yield
+    if report.skipped and os.environ.get("MEMORY_ADAPTERS_FAIL_ON_SKIP") == "1":
+        if not hasattr(report, "wasxfail"):
+            report.outcome = "failed"
+            report.longrepr = f"skipped, which CI does not allow: {report.longrepr}"
+    return report

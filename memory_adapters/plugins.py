@@ -154,6 +154,7 @@ class PluginManager(pluggy.PluginManager):
         super().__init__(hookspecs.PROJECT)
         self.add_hookspecs(hookspecs)
         self._want_entrypoints = load_entrypoints
+        self._lock = threading.RLock()
         self._entrypoints_loaded = False
         self._implemented: frozenset[str] | None = None
         self._registries: Registries | None = None
@@ -167,14 +168,16 @@ class PluginManager(pluggy.PluginManager):
         """Register the entry-point plugins, the first time anything asks for hooks."""
         if self._entrypoints_loaded:
             return
-        self._entrypoints_loaded = True
-        if not self._want_entrypoints:
-            return
-        for lp in loaded_entrypoints():
-            if self.is_registered(lp.plugin) or self.has_plugin(lp.name):
-                continue
-            self.register(lp.plugin, name=lp.name)
-            self.distinfo[lp.name] = (lp.distribution, lp.version)
+        with self._lock:
+            if self._entrypoints_loaded:
+                return
+            if self._want_entrypoints:
+                for lp in loaded_entrypoints():
+                    if self.is_registered(lp.plugin) or self.has_plugin(lp.name):
+                        continue
+                    self.register(lp.plugin, name=lp.name)
+                    self.distinfo[lp.name] = (lp.distribution, lp.version)
+            self._entrypoints_loaded = True
 
     def register(self, plugin: object, name: str | None = None) -> str | None:
         """Register a plugin (a module, class or instance with hookimpls)."""

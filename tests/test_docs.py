@@ -44,7 +44,11 @@ def test_example_runs(example: str, tmp_path: Path) -> None:
     for _ in range(2):  # twice: the second run must see the first one's memory
         result = subprocess.run(
             [sys.executable, str(ROOT / "examples" / example)],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert result.returncode == 0, result.stderr
     assert result.stdout.strip()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from memory_adapters_sqlite import SQLiteStore
 
-from memory_adapters import Memory, Message
+from memory_adapters import Memory, Message, StoreUnavailable
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
 
@@ -85,3 +85,35 @@ def test_window_reads_are_index_range_scans(tmp_path: Path) -> None:
     assert "SEARCH ma_messages USING PRIMARY KEY" in count_plan, count_plan
     assert "TEMP B-TREE" not in count_plan, count_plan
     store.close()
+
+
+def test_unopenable_database_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreUnavailable, match="cannot open SQLite database"):
+        SQLiteStore(tmp_path / "no" / "such" / "dir" / "m.db")
+    with pytest.raises(ConnectionError):  # the typed error is also a ConnectionError
+        Memory(f"sqlite:///{tmp_path / 'missing-dir' / 'm.db'}")
+
+
+def test_a_locked_database_fails_cleanly_and_recovers(tmp_path: Path) -> None:
+    """Another process holding the write lock past the timeout: a clear error, nothing
+    half-written, and the next call works once the lock is gone."""
+    path = tmp_path / "locked.db"
+    memory = Memory(store=SQLiteStore(path, timeout=0.2))
+    with memory.session(conversation_id="c"):
+        memory.conversation.append([Message.user("before")])
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreUnavailable, match="locked"):
+            memory.conversation.append([Message.user("during")])
+        other.execute("ROLLBACK")
+        other.close()
+        memory.conversation.append([Message.user("after")])
+        assert [r.message.text for r in memory.conversation.read()] == ["before", "after"]
+        assert [r.seq for r in memory.conversation.read()] == [1, 2]
+
+
+def test_closed_store_is_a_clear_error(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "closed.db")
+    store.close()
+    with pytest.raises(StoreUnavailable, match="closed"):
+        store.last_seq("c")

@@ -116,32 +116,51 @@ class SQLiteStore(Store):
     def _connect(self) -> sqlite3.Connection:
         if self._closed:
             raise StoreUnavailable("this SQLiteStore is closed")
-        try:
-            db = sqlite3.connect(
-                self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
-            )
-            db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            if not self._memory:
-                db.execute("PRAGMA journal_mode = WAL")
-                db.execute("PRAGMA synchronous = NORMAL")
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                db = sqlite3.connect(
+                    self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+                )
+                db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                if not self._memory:
+                    # Switching a new file to WAL can report "locked" without waiting while
+                    # another process does the same: retry until the timeout.
+                    db.execute("PRAGMA journal_mode = WAL")
+                    db.execute("PRAGMA synchronous = NORMAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise StoreUnavailable(
+                        f"cannot open SQLite database {self.path!r}: {exc}"
+                    ) from exc
+                time.sleep(0.01)
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         with self._all_lock:
             self._all.append(db)
         return db
 
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
-        if self._memory:
-            with self._shared_lock:
-                if self._shared is None:
-                    self._shared = self._connect()
-                yield self._shared
-            return
-        db: sqlite3.Connection | None = getattr(self._local, "db", None)
-        if db is None:
-            db = self._local.db = self._connect()
-        yield db
+        try:
+            if self._memory:
+                with self._shared_lock:
+                    if self._shared is None:
+                        self._shared = self._connect()
+                    yield self._shared
+                return
+            db: sqlite3.Connection | None = getattr(self._local, "db", None)
+            if db is None:
+                db = self._local.db = self._connect()
+            yield db
+        except sqlite3.OperationalError as exc:
+            # locked past the timeout, disk full, file gone: the operation did not happen
+            raise StoreUnavailable(f"SQLite database {self.path!r}: {exc}") from exc
+        except sqlite3.ProgrammingError as exc:
+            if self._closed:
+                raise StoreUnavailable("this SQLiteStore is closed") from exc
+            raise
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

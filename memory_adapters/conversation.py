@@ -6,6 +6,8 @@ stored with it. Reading a window costs what the window costs (see :mod:`.window`
 
 from __future__ import annotations
 
+import copy
+import enum
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -16,6 +18,16 @@ from .steps import Plan, StoreCall, drive_async, drive_sync
 from .tokens import MESSAGE_OVERHEAD
 from .validation import check_id, check_positive_int
 from .window import Window, window_plan
+
+
+class Unset(enum.Enum):
+    """The type of :data:`UNSET`."""
+
+    UNSET = "UNSET"
+
+
+UNSET = Unset.UNSET
+"""Marks an option that was not given, so the ``Memory``'s default applies."""
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -61,7 +73,16 @@ class Conversation:
         hooks = self._memory.hooks
         step = hooks.before_save(self.scope, msgs)
         if step is not None:
+            # transforms change copies: the caller's own messages stay as they were
+            msgs = [copy.deepcopy(m) for m in msgs]
+            step.kwargs["messages"] = msgs
             yield step
+            for m in msgs:
+                if not isinstance(m, Message):
+                    raise InvalidInput(f"a before_save hook left a {type(m).__name__} in the turn")
+                m.validate()
+            if not msgs:
+                raise InvalidInput("a before_save hook removed every message of the turn")
         counts: list[int] = yield hooks.count_tokens(
             [m.token_text() for m in msgs], model or self._memory.model
         )
@@ -147,7 +168,7 @@ class Conversation:
     def window(
         self,
         *,
-        max_tokens: int | None = None,
+        max_tokens: int | Unset | None = UNSET,
         max_messages: int | None = None,
         pin_system: bool | None = None,
         pin_first_turn: bool | None = None,
@@ -156,8 +177,8 @@ class Conversation:
     ) -> Window:
         """The window of past messages for the next model call.
 
-        Defaults come from the ``Memory`` (``history_tokens`` etc.); pass ``max_messages`` for
-        a count limit, alone or with ``max_tokens``.
+        Defaults come from the ``Memory`` (``history_tokens`` etc.). ``max_messages`` adds a
+        count limit to the token budget; ``max_tokens=None`` removes the token budget.
         """
         return drive_sync(
             self._window(
@@ -207,7 +228,7 @@ class Conversation:
     async def awindow(
         self,
         *,
-        max_tokens: int | None = None,
+        max_tokens: int | Unset | None = UNSET,
         max_messages: int | None = None,
         pin_system: bool | None = None,
         pin_first_turn: bool | None = None,
@@ -245,7 +266,7 @@ class Conversation:
 
 
 def _opts(
-    max_tokens: int | None,
+    max_tokens: int | Unset | None,
     max_messages: int | None,
     pin_system: bool | None,
     pin_first_turn: bool | None,
@@ -253,8 +274,9 @@ def _opts(
 ) -> dict[str, Any]:
     """Only the options given, so the Memory's defaults fill the rest."""
     opts: dict[str, Any] = {}
-    if max_tokens is not None or max_messages is not None:
+    if max_tokens is not UNSET:
         opts["max_tokens"] = max_tokens
+    if max_messages is not None:
         opts["max_messages"] = max_messages
     if pin_system is not None:
         opts["pin_system"] = pin_system

@@ -90,9 +90,10 @@ class UnknownScheme(MemoryAdaptersError, ValueError):
 class MissingExtra(MemoryAdaptersError, ImportError):
     """A plugin needs packages from an extra that is not installed."""
 
-    def __init__(self, extra: str, packages: str) -> None:
-        super().__init__(f'this needs {packages}: pip install "memory-adapters[{extra}]"')
+    def __init__(self, extra: str, packages: str, distribution: str = "memory-adapters") -> None:
+        super().__init__(f'this needs {packages}: pip install "{distribution}[{extra}]"')
         self.extra = extra
+        self.distribution = distribution
 
 
 class NoAdapter(MemoryAdaptersError, TypeError):
@@ -115,5 +116,5 @@ class StoreUnavailable(MemoryAdaptersError, ConnectionError):
     """The store could not be reached. The operation did not happen; the next call retries."""
 
 
-class ToolArgumentError(MemoryAdaptersError, ValueError):
+class ToolArgumentError(InvalidInput):
     """A memory tool was called with arguments outside its schema."""

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .errors import InvalidInput
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .validation import (
     MAX_VALUE_BYTES,
@@ -166,7 +167,7 @@ class Facts:
 
     def _search(self, query: str, limit: int) -> Plan[list[Fact]]:
         if not isinstance(query, str):
-            raise TypeError(f"query must be a str, not {type(query).__name__}")
+            raise InvalidInput(f"query must be a str, not {type(query).__name__}")
         check_positive_int(limit, "limit")
         terms = search_terms(query)
         results: list[Fact] = []

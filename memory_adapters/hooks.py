@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .asyncs import resolve_sync
+from .asyncs import resolve_async, resolve_sync
 from .steps import HookCall
 
 if TYPE_CHECKING:
@@ -20,6 +20,12 @@ if TYPE_CHECKING:
     from .scope import Scope
     from .window import Window
     from .working import MergeReport
+
+
+AFTER_COMMIT = frozenset(
+    ("after_save", "fact_stored", "fact_forgotten", "working_written", "working_merged")
+)
+"""Hooks that report a write already made: their failures warn instead of raising."""
 
 
 class Hooks:
@@ -37,13 +43,19 @@ class Hooks:
     def _step(self, name: str, firstresult: bool = False, **kwargs: Any) -> HookCall | None:
         if name not in self._pm.implemented:
             return None
-        return HookCall(name, kwargs, firstresult)
+        return HookCall(name, kwargs, firstresult, name in AFTER_COMMIT)
 
     def notify(self, step: HookCall | None) -> None:
         """Run a notification hook from sync code, outside a plan."""
         if step is not None:
             for r in self.call(step):
                 resolve_sync(r)
+
+    async def anotify(self, step: HookCall | None) -> None:
+        """Run a notification hook from async code, outside a plan."""
+        if step is not None:
+            for r in self.call(step):
+                await resolve_async(r)
 
     # -- counting and embedding -------------------------------------------------------------
 
@@ -54,6 +66,11 @@ class Hooks:
     def count_tokens_sync(self, texts: list[str], model: str | None) -> list[int]:
         """Token counts for ``texts``, from sync code."""
         result: list[int] = resolve_sync(self.call(self.count_tokens(texts, model)))
+        return result
+
+    async def count_tokens_async(self, texts: list[str], model: str | None) -> list[int]:
+        """Token counts for ``texts``, from async code."""
+        result: list[int] = await resolve_async(self.call(self.count_tokens(texts, model)))
         return result
 
     def embed(self, texts: list[str], model: str | None) -> HookCall | None:

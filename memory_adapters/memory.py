@@ -203,6 +203,10 @@ class Memory:
         """Token counts of ``texts`` through the ``count_tokens`` hook."""
         return self.hooks.count_tokens_sync(list(texts), model or self.model)
 
+    async def acount_tokens(self, texts: list[str], model: str | None = None) -> list[int]:
+        """Async :meth:`count_tokens`."""
+        return await self.hooks.count_tokens_async(list(texts), model or self.model)
+
     def close(self) -> None:
         """Close the store."""
         self.store.close()

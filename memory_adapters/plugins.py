@@ -104,7 +104,7 @@ def _load_entrypoints() -> list[LoadedPlugin]:
                 )
             continue
         seen.add(ep.name)
-        found.append(LoadedPlugin(ep.name, obj, dist, version))
+        found.append(LoadedPlugin(ep.name, obj, DISTRIBUTION if builtin else dist, version))
     for name, module in BUILTIN_PLUGINS.items():
         if name not in seen:
             found.append(LoadedPlugin(name, importlib.import_module(module), DISTRIBUTION, None))
@@ -146,6 +146,9 @@ class Registries:
 class PluginManager(pluggy.PluginManager):
     """A pluggy manager that loads entry points lazily, once, and tracks implemented hooks.
 
+    ``load_entrypoints=False`` loads only the built-in plugins of this distribution, as the
+    ``MEMORY_ADAPTERS_DISABLE_PLUGIN_AUTOLOAD`` variable does.
+
     ``Memory`` creates one per instance, so plugins registered on one ``Memory`` never leak
     into another.
     """
@@ -171,12 +174,13 @@ class PluginManager(pluggy.PluginManager):
         with self._lock:
             if self._entrypoints_loaded:
                 return
-            if self._want_entrypoints:
-                for lp in loaded_entrypoints():
-                    if self.is_registered(lp.plugin) or self.has_plugin(lp.name):
-                        continue
-                    self.register(lp.plugin, name=lp.name)
-                    self.distinfo[lp.name] = (lp.distribution, lp.version)
+            for lp in loaded_entrypoints():
+                if not self._want_entrypoints and lp.distribution != DISTRIBUTION:
+                    continue  # load_entrypoints=False still loads this distribution's own
+                if self.is_registered(lp.plugin) or self.has_plugin(lp.name):
+                    continue
+                self.register(lp.plugin, name=lp.name)
+                self.distinfo[lp.name] = (lp.distribution, lp.version)
             self._entrypoints_loaded = True
 
     def register(self, plugin: object, name: str | None = None) -> str | None:

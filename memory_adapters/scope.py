@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from urllib.parse import quote
 
-from .errors import NoScope
+from .errors import InvalidInput, NoScope
 from .validation import check_id
 
 
@@ -45,6 +45,8 @@ class Scope:
             check_id(self.agent_id, "agent_id")
         for name in self.fork:
             check_id(name, "fork name")
+            if "/" in name:
+                raise InvalidInput("a fork name must not contain '/'")
 
     def merged(self, **changes: object) -> Scope:
         """A copy with the non-``None`` ``changes`` applied."""
@@ -84,11 +86,6 @@ class Scope:
     def working_root(self) -> str:
         """The working-memory path of the conversation (before any fork)."""
         return self.conversation_key
-
-    @property
-    def working_path(self) -> str:
-        """The working-memory path of this scope, forks included."""
-        return "/".join((self.working_root, *(_part(f) for f in self.fork)))
 
 
 class Session:

@@ -8,6 +8,8 @@ so that ``Conversation.window`` and ``Conversation.awindow`` share every line of
 
 from __future__ import annotations
 
+import logging
+import warnings
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 T = TypeVar("T")
+log = logging.getLogger("memory_adapters")
 
 
 @dataclass(slots=True)
@@ -40,6 +43,24 @@ class HookCall:
     name: str
     kwargs: dict[str, Any]
     firstresult: bool = False
+    after_commit: bool = False
+    """A notification about a write that already happened: a failing implementation is
+    reported with a :class:`HookErrorWarning` instead of failing the caller, who would
+    otherwise retry a write that succeeded."""
+
+
+class HookErrorWarning(UserWarning):
+    """A plugin raised in a hook that reports a write already made; the write stands."""
+
+
+def _report(step: HookCall, exc: Exception) -> None:
+    log.error("plugin hook %s raised after the write committed", step.name, exc_info=exc)
+    warnings.warn(
+        f"a {step.name} hook implementation raised {type(exc).__name__}: {exc} "
+        "(the write it reports was made and stands)",
+        HookErrorWarning,
+        stacklevel=4,
+    )
 
 
 Step = StoreCall | HookCall
@@ -54,6 +75,12 @@ def drive_sync(plan: Plan[T], store: Store, hooks: Hooks) -> T:
             step = plan.send(result)
             if isinstance(step, StoreCall):
                 result = getattr(store, step.method)(*step.args, **step.kwargs)
+            elif step.after_commit:
+                try:
+                    result = [resolve_sync(r) for r in hooks.call(step)]
+                except Exception as exc:
+                    _report(step, exc)
+                    result = []
             else:
                 result = hooks.call(step)
                 if step.firstresult:
@@ -72,6 +99,12 @@ async def drive_async(plan: Plan[T], store: Store, hooks: Hooks) -> T:
             step = plan.send(result)
             if isinstance(step, StoreCall):
                 result = await getattr(store, "a" + step.method)(*step.args, **step.kwargs)
+            elif step.after_commit:
+                try:
+                    result = [await resolve_async(r) for r in hooks.call(step)]
+                except Exception as exc:
+                    _report(step, exc)
+                    result = []
             else:
                 result = hooks.call(step)
                 if step.firstresult:

@@ -146,6 +146,15 @@ class MemoryTools:
             )
             if not ok:
                 raise ToolArgumentError(f"{name}: {pname} must be a {kind}")
+            schema = props[pname]
+            if "minimum" in schema and value < schema["minimum"]:
+                raise ToolArgumentError(f"{name}: {pname} must be at least {schema['minimum']}")
+            if "maximum" in schema and value > schema["maximum"]:
+                raise ToolArgumentError(f"{name}: {pname} must be at most {schema['maximum']}")
+            if "minLength" in schema and len(value) < schema["minLength"]:
+                raise ToolArgumentError(f"{name}: {pname} must not be empty")
+            if "maxLength" in schema and len(value) > schema["maxLength"]:
+                raise ToolArgumentError(f"{name}: {pname} is longer than {schema['maxLength']}")
         return spec
 
     def _plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:

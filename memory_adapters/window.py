@@ -185,6 +185,9 @@ def window_plan(
         text = yield summarize
         if text:
             counted: list[int] = yield hooks.count_tokens([text], model)
+            if counted[0] > summary_tokens:  # an over-long summary is cut to its budget
+                text = text[: max(1, len(text) * summary_tokens // counted[0])]
+                counted = yield hooks.count_tokens([text], model)
             covered_from = summary.start_seq if summary and summary.end_seq + 1 >= start else start
             summary = Summary(covered_from, cut - 1, text, counted[0])
             yield StoreCall("put_summary", (conversation, summary))

@@ -108,13 +108,22 @@ class WorkingMemory:
         root = self.scope.working_root
         return ["/".join((root, *self.forks[:i])) for i in range(len(self.forks), -1, -1)]
 
-    def fork(self, name: str) -> WorkingMemory:
-        """A child that reads through to this working memory and writes only to itself."""
+    def _child(self, name: str) -> WorkingMemory:
         check_id(name, "fork name")
         if "/" in name:
             raise InvalidInput("a fork name must not contain '/'")
-        child = WorkingMemory(self._memory, self.scope, (*self.forks, name))
+        return WorkingMemory(self._memory, self.scope, (*self.forks, name))
+
+    def fork(self, name: str) -> WorkingMemory:
+        """A child that reads through to this working memory and writes only to itself."""
+        child = self._child(name)
         self._memory.hooks.notify(self._memory.hooks.working_forked(self.path, child.path))
+        return child
+
+    async def afork(self, name: str) -> WorkingMemory:
+        """Async :meth:`fork` (an async ``working_forked`` hook runs on the caller's loop)."""
+        child = self._child(name)
+        await self._memory.hooks.anotify(self._memory.hooks.working_forked(self.path, child.path))
         return child
 
     # -- plans -------------------------------------------------------------------------------------
@@ -287,8 +296,9 @@ class WorkingMemory:
         report: MergeReport = self._run(self._merge(policy))
         return report
 
-    def render(self, max_tokens: int = 1000) -> str:
-        """The notes as prompt text, most important first, within ``max_tokens``."""
+    def render(self, max_tokens: int | None = None) -> str:
+        """The notes as prompt text, most important first, within ``max_tokens`` (default:
+        the ``Memory``'s ``working_tokens``)."""
         return self._render(self.items(), max_tokens)
 
     # -- async -------------------------------------------------------------------------------------
@@ -303,6 +313,10 @@ class WorkingMemory:
         """Async :meth:`get`."""
         note = await self._arun(self._get(key))
         return default if note is None else note.value
+
+    async def anote(self, key: str) -> Note | None:
+        """Async :meth:`note`."""
+        return await self._arun(self._get(key))
 
     async def adelete(self, key: str) -> bool:
         """Async :meth:`delete`."""
@@ -319,13 +333,15 @@ class WorkingMemory:
         report: MergeReport = await self._arun(self._merge(policy))
         return report
 
-    async def arender(self, max_tokens: int = 1000) -> str:
+    async def arender(self, max_tokens: int | None = None) -> str:
         """Async :meth:`render`."""
         return self._render(await self.aitems(), max_tokens)
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def _render(self, notes: dict[str, Note], max_tokens: int) -> str:
+    def _render(self, notes: dict[str, Note], max_tokens: int | None) -> str:
+        if max_tokens is None:
+            max_tokens = self._memory.working_tokens
         if not notes:
             return ""
         ordered = sorted(notes.values(), key=lambda n: (-n.importance, -n.updated_at, n.key))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from memory_adapters import Fact, Memory, Message, Record, Scope, hookimpl
 from memory_adapters.window import Window
 from memory_adapters.working import MergeReport
@@ -179,3 +181,99 @@ def test_a_plugin_replaces_the_window_strategy(memory: Memory) -> None:
         for i in range(3):
             memory.conversation.append([Message.user(f"q{i}"), Message.assistant(f"a{i}")])
         assert [m.text for m in memory.conversation.messages()] == ["q2", "a2"]
+
+
+def test_before_save_changes_copies_not_the_callers_messages(memory: Memory) -> None:
+    memory.register(Redact())
+    mine = [Message.user("hunter2")]
+    with memory.session(conversation_id="c"):
+        memory.conversation.append(mine)
+    assert mine[0].text == "hunter2" and len(mine) == 1
+
+
+class Emptying:
+    @hookimpl
+    def before_save(self, messages: list[Message]) -> None:
+        messages.clear()
+
+
+def test_a_before_save_hook_cannot_store_an_empty_turn(memory: Memory) -> None:
+    from memory_adapters import InvalidInput
+
+    memory.register(Emptying())
+    with memory.session(conversation_id="c"), pytest.raises(InvalidInput, match="removed every"):
+        memory.conversation.append([Message.user("x")])
+
+
+class FailingAudit:
+    @hookimpl
+    def after_save(self) -> None:
+        raise RuntimeError("audit sink down")
+
+    @hookimpl
+    def fact_stored(self) -> Any:
+        async def fail() -> None:
+            raise RuntimeError("async audit sink down")
+
+        return fail()
+
+
+def test_a_failing_after_hook_warns_and_the_write_stands(memory: Memory) -> None:
+    from memory_adapters.steps import HookErrorWarning
+
+    memory.register(FailingAudit())
+    with memory.session(user_id="u", conversation_id="c"):
+        with pytest.warns(HookErrorWarning, match="audit sink down"):
+            result = memory.conversation.append([Message.user("x")])
+        assert result.last_seq == 1 and memory.conversation.last_seq() == 1
+        with pytest.warns(HookErrorWarning, match="async audit sink down"):
+            memory.facts.put("k", 1)
+        assert memory.facts.get("k") is not None
+
+    async def go() -> None:
+        async with memory.session(user_id="u", conversation_id="c"):
+            with pytest.warns(HookErrorWarning):
+                await memory.conversation.aappend([Message.user("y")])
+
+    asyncio.run(go())
+
+
+def test_async_fork_runs_async_hooks_on_the_callers_loop(memory: Memory) -> None:
+    seen: list[object] = []
+
+    class Watcher:
+        @hookimpl
+        def working_forked(self, child: str) -> Any:
+            async def note() -> None:
+                seen.append(asyncio.get_running_loop())
+
+            return note()
+
+    memory.register(Watcher())
+
+    async def go() -> object:
+        async with memory.session(conversation_id="c"):
+            fork = await memory.working.afork("sub")
+            await fork.aset("x", 1)
+            assert await fork.anote("x") is not None
+        return asyncio.get_running_loop()
+
+    loop = asyncio.run(go())
+    assert seen == [loop]
+
+
+def test_an_over_long_summary_is_cut_to_its_budget(memory: Memory) -> None:
+    class Verbose:
+        @hookimpl
+        def summarize(self) -> str:
+            return "blah " * 2000
+
+    memory.register(Verbose())
+    memory.history_tokens, memory.summary_tokens = 120, 40
+    with memory.session(conversation_id="c"):
+        for i in range(30):
+            memory.conversation.append([Message.user(f"q{i}"), Message.assistant(f"a{i}")])
+        w = memory.conversation.window()
+    assert w.summary is not None and w.summary.tokens <= 40
+    assert w.records and w.records[-1].message.text == "a29"
+    assert w.tokens <= 120

@@ -127,3 +127,41 @@ def test_context_manager_closes(tmp_path: Path) -> None:
             await m2.conversation.aappend([Message.user("x")])
 
     asyncio.run(go())
+
+
+def test_max_messages_adds_to_the_token_budget() -> None:
+    memory = Memory("memory://", history_tokens=30)
+    with memory.session(conversation_id="c"):
+        for i in range(10):
+            memory.conversation.append([Message.user(f"q{i}"), Message.assistant(f"a{i}")])
+        assert memory.conversation.window(max_messages=8).tokens <= 30
+        assert len(memory.conversation.window(max_messages=8, max_tokens=None).records) == 8
+        assert len(memory.conversation.window(max_tokens=None, max_messages=4).records) == 4
+        with pytest.raises(InvalidInput):
+            memory.conversation.window(max_tokens=None)
+
+
+def test_tool_arguments_are_checked_against_the_schema(memory: Memory) -> None:
+    from memory_adapters import ToolArgumentError
+
+    with memory.session(user_id="alice"):
+        for name, args in [
+            ("save_memory", {"key": "k", "value": "v", "importance": 7}),
+            ("save_memory", {"key": "k", "value": "v", "importance": True}),
+            ("save_memory", {"key": "k" * 300, "value": "v"}),
+            ("save_memory", {"key": "k"}),
+            ("search_memory", {"query": "x", "limit": 1000}),
+            ("search_memory", {"query": 5}),
+            ("list_memories", {"limit": 0}),
+            ("list_memories", {"namespace": "other"}),
+            ("recall_memory", {"key": "", "scope": "bob"}),
+            ("drop_tables", {}),
+        ]:
+            with pytest.raises(ToolArgumentError):
+                memory.tools.call(name, args)
+        assert memory.facts.all() == []
+
+
+def test_load_entrypoints_false_keeps_the_builtin_stores() -> None:
+    memory = Memory("memory://", load_entrypoints=False)
+    assert memory.schemes == ["memory", "sqlite"]

@@ -772,7 +772,7 @@ class StoreConformance:
             )
             refused("limit str", InvalidInput, lambda: facts.search("x", limit="5"))
             refused("limit zero", InvalidInput, lambda: facts.all(limit=0))
-            refused("query type", TypeError, lambda: facts.search(None))
+            refused("query type", InvalidInput, lambda: facts.search(None))
             refused(
                 "cas version type", InvalidInput, lambda: facts.put("k", 1, expected_version="1")
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,19 +145,20 @@ def test_max_messages_adds_to_the_token_budget() -> None:
 def test_tool_arguments_are_checked_against_the_schema(memory: Memory) -> None:
     from memory_adapters import ToolArgumentError
 
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("save_memory", {"key": "k", "value": "v", "importance": 7}),
+        ("save_memory", {"key": "k", "value": "v", "importance": True}),
+        ("save_memory", {"key": "k" * 300, "value": "v"}),
+        ("save_memory", {"key": "k"}),
+        ("search_memory", {"query": "x", "limit": 1000}),
+        ("search_memory", {"query": 5}),
+        ("list_memories", {"limit": 0}),
+        ("list_memories", {"namespace": "other"}),
+        ("recall_memory", {"key": "", "scope": "bob"}),
+        ("drop_tables", {}),
+    ]
     with memory.session(user_id="alice"):
-        for name, args in [
-            ("save_memory", {"key": "k", "value": "v", "importance": 7}),
-            ("save_memory", {"key": "k", "value": "v", "importance": True}),
-            ("save_memory", {"key": "k" * 300, "value": "v"}),
-            ("save_memory", {"key": "k"}),
-            ("search_memory", {"query": "x", "limit": 1000}),
-            ("search_memory", {"query": 5}),
-            ("list_memories", {"limit": 0}),
-            ("list_memories", {"namespace": "other"}),
-            ("recall_memory", {"key": "", "scope": "bob"}),
-            ("drop_tables", {}),
-        ]:
+        for name, args in cases:
             with pytest.raises(ToolArgumentError):
                 memory.tools.call(name, args)
         assert memory.facts.all() == []

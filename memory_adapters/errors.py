@@ -1,4 +1,4 @@
-"""The typed errors memory-adapters raises.
+"""The typed errors and warnings memory-adapters raises.
 
 Every error derives from :class:`MemoryAdaptersError`, and also from the builtin exception
 a caller would naturally catch (``ValueError`` for bad input, ``LookupError`` for a missing
@@ -118,3 +118,22 @@ class StoreUnavailable(MemoryAdaptersError, ConnectionError):
 
 class ToolArgumentError(InvalidInput):
     """A memory tool was called with arguments outside its schema."""
+
+
+# --- warnings ----------------------------------------------------------------------------
+
+
+class MemoryAdaptersWarning(UserWarning):
+    """Base class of every warning memory-adapters issues."""
+
+
+class PluginWarning(MemoryAdaptersWarning):
+    """A plugin could not be loaded; memory-adapters goes on without it."""
+
+
+class TokenCountWarning(MemoryAdaptersWarning):
+    """No tiktoken encoding could be loaded; token counts are approximate."""
+
+
+class HookErrorWarning(MemoryAdaptersWarning):
+    """A plugin raised in a hook that reports a write already made; the write stands."""

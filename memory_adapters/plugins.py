@@ -29,7 +29,7 @@ from typing import Any
 import pluggy
 
 from . import hookspecs
-from .errors import PluginError
+from .errors import PluginError, PluginWarning
 
 ENTRYPOINT_GROUP = "memory_adapters"
 DISTRIBUTION = "memory-adapters"
@@ -48,10 +48,6 @@ BUILTIN_PLUGINS: dict[str, str] = {
 }
 """The built-in plugins this distribution declares as entry points. Used only when the
 distribution's metadata is absent (running from a source tree that was never installed)."""
-
-
-class PluginWarning(UserWarning):
-    """A plugin could not be loaded; memory-adapters goes on without it."""
 
 
 @dataclass(frozen=True, slots=True)

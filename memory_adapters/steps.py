@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .asyncs import resolve_async, resolve_sync
+from .errors import HookErrorWarning
 
 if TYPE_CHECKING:
     from .hooks import Hooks
@@ -47,10 +48,6 @@ class HookCall:
     """A notification about a write that already happened: a failing implementation is
     reported with a :class:`HookErrorWarning` instead of failing the caller, who would
     otherwise retry a write that succeeded."""
-
-
-class HookErrorWarning(UserWarning):
-    """A plugin raised in a hook that reports a write already made; the write stands."""
 
 
 def _report(step: HookCall, exc: Exception) -> None:

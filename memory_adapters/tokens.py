@@ -15,6 +15,7 @@ import threading
 import warnings
 from typing import Any
 
+from .errors import TokenCountWarning
 from .hookspecs import hookimpl
 
 log = logging.getLogger(__name__)
@@ -26,10 +27,6 @@ MESSAGE_OVERHEAD = 4
 _lock = threading.Lock()
 _by_name: dict[str, Any] = {}
 _warned = False
-
-
-class TokenCountWarning(UserWarning):
-    """No tiktoken encoding could be loaded; token counts are approximate."""
 
 
 def encoding_name(model: str | None) -> str:

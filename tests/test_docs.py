@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,27 @@ def test_example_runs(example: str, tmp_path: Path) -> None:
         )
         assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
+
+
+def _doc_blocks() -> list[tuple[str, str]]:
+    blocks = []
+    for path in sorted((ROOT / "docs").glob("*.md")):
+        if path.name == "hooks.md":  # generated signatures, not snippets
+            continue
+        text = path.read_text(encoding="utf-8")
+        for match in re.finditer(r"```python\n(.*?)```", text, re.S):
+            code = match.group(1)
+            if code.startswith("# file:"):  # a file of an example package, not a snippet
+                continue
+            line = text[: match.start()].count("\n") + 2
+            blocks.append((f"{path.name}:{line}", code))
+    return blocks
+
+
+@pytest.mark.parametrize(("where", "code"), _doc_blocks(), ids=[w for w, _ in _doc_blocks()])
+def test_doc_snippet_runs(
+    where: str, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MEMORY_ADAPTERS_URL", raising=False)
+    exec(compile(code, where, "exec"), {"__name__": "__doc_snippet__"})

@@ -219,7 +219,7 @@ class FailingAudit:
 
 
 def test_a_failing_after_hook_warns_and_the_write_stands(memory: Memory) -> None:
-    from memory_adapters.steps import HookErrorWarning
+    from memory_adapters import HookErrorWarning
 
     memory.register(FailingAudit())
     with memory.session(user_id="u", conversation_id="c"):

@@ -15,9 +15,16 @@ from typing import Any
 import pytest
 from memory_adapters_inmemory import InMemoryStore
 
-from memory_adapters import Memory, MissingExtra, NoAdapter, PluginError, UnknownScheme, hookimpl
+from memory_adapters import (
+    Memory,
+    MissingExtra,
+    NoAdapter,
+    PluginError,
+    PluginWarning,
+    UnknownScheme,
+    hookimpl,
+)
 from memory_adapters import plugins as plugin_loading
-from memory_adapters.plugins import PluginWarning
 
 THIRD_PARTY = {
     "pyproject.toml": """

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memory_adapters import Memory, Message, tokens
+from memory_adapters import Memory, Message, TokenCountWarning, tokens
 
 
 def test_encoding_is_chosen_from_the_model_name() -> None:
@@ -60,7 +60,7 @@ def test_no_encoding_gives_one_warning_and_an_approximation(
         first = tokens.count(["x" * 40], "gpt-4o")
         second = tokens.count(["y" * 8], "gpt-4")
     assert first == [10] and second == [2]
-    assert [w.category for w in caught] == [tokens.TokenCountWarning]
+    assert [w.category for w in caught] == [TokenCountWarning]
     assert "offline" in str(caught[0].message)
     memory = Memory("memory://")
     with memory.session(conversation_id="c"):

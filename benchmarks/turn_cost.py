@@ -169,10 +169,20 @@ class Subject(Protocol):
 class MemorySubject:
     """memory-adapters' own ``Memory`` over the store at ``url``."""
 
-    def __init__(self, url: str, ctx: BenchContext, conversation: str) -> None:
-        self.label = url
+    kind = "store"
+
+    def __init__(
+        self,
+        url: str,
+        ctx: BenchContext,
+        conversation: str,
+        *,
+        label: str | None = None,
+        store_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.label = label or url
         self.window_tokens = ctx.window_tokens
-        self.memory = Memory(url)
+        self.memory = Memory(url, store_options=store_options)
         self._session = self.memory.session(user_id=USER_ID, conversation_id=conversation)
         self._session.__enter__()
 
@@ -218,9 +228,29 @@ SUBJECTS: dict[str, SubjectFactory] = {
     "memory": _memory_store,
     "sqlite": _sqlite_store,
 }
-"""Rows of the benchmark, by ``--stores`` name. Add PostgreSQL/MongoDB stores (a
-``MemorySubject`` over their URL, e.g. from an environment variable) and peers (a class
-implementing :class:`Subject`) here."""
+"""Rows of the benchmark, by ``--stores`` name. Stores that need a server or a driver add
+their rows from their own module (``postgres.py``, ``mongo.py``), only where the driver is
+installed. A subject's ``kind`` is ``"store"`` (memory-adapters; every store's window must be
+the same), ``"peer"`` (another library, loading whatever it loads) or ``"floor"`` (the raw
+driver round trips the work needs)."""
+
+
+def _optional_subjects() -> None:
+    for module in ("postgres", "mongo"):
+        try:
+            found = __import__(module).subjects()
+        except ImportError:
+            continue
+        SUBJECTS.update(found)
+
+
+_optional_subjects()
+
+COMPARISONS: tuple[tuple[str, str, str], ...] = (
+    ("lc-postgres", "postgres", "langchain-postgres / memory-adapters (times faster)"),
+    ("postgres", "pg-floor", "memory-adapters / raw psycopg floor (times the floor)"),
+)
+"""Pairs (a, b) printed as a's median over b's median at every size both ran."""
 
 
 # -- the run ----------------------------------------------------------------------------------
@@ -231,6 +261,7 @@ class Row:
     """The result of one (store, size)."""
 
     store: str
+    kind: str
     url: str
     size: int
     stored_after: int
@@ -265,8 +296,9 @@ class _Timings:
 
 
 def _prepare(subject: Subject, name: str, size: int, warmup: int) -> tuple[float, int, int]:
-    """Preload ``size`` messages and warm up: at least ``warmup`` turns, and until the window
-    has stopped growing. Returns (preload seconds, warm-up turns, next turn number)."""
+    """Preload ``size`` messages and warm up: at least ``warmup`` turns, and for a store until
+    its window has stopped growing (a peer that loads everything never stops growing).
+    Returns (preload seconds, warm-up turns, next turn number)."""
     t0 = time.perf_counter()
     subject.preload(preload_batches(size))
     preload_s = time.perf_counter() - t0
@@ -281,7 +313,8 @@ def _prepare(subject: Subject, name: str, size: int, warmup: int) -> tuple[float
         subject.append(subject.prepare(make_turn(n)))
         n += 1
         done += 1
-        if (done >= warmup and shape == previous) or done >= MAX_WARMUP:
+        settled = shape == previous or getattr(subject, "kind", "store") != "store"
+        if (done >= warmup and settled) or done >= MAX_WARMUP:
             return preload_s, done, n
         previous = shape
 
@@ -346,6 +379,7 @@ def measure_store(
         rows.append(
             Row(
                 store=name,
+                kind=getattr(subject, "kind", "store"),
                 url=subject.label,
                 size=size,
                 stored_after=after,
@@ -415,6 +449,20 @@ def ratios(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
         hi = max(mine, key=lambda r: r.size)
         if lo.size != hi.size:
             out[store] = {"from": lo.size, "to": hi.size, "ratio": hi.median_us / lo.median_us}
+    return out
+
+
+def comparisons(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The :data:`COMPARISONS` whose both sides ran, at every size both ran."""
+    by = {(r.store, r.size): r for r in rows}
+    out: list[dict[str, Any]] = []
+    for a, b, what in COMPARISONS:
+        sizes = sorted(size for (store, size) in by if store == a and (b, size) in by)
+        if not sizes:
+            continue
+        values = {size: by[(a, size)].median_us / by[(b, size)].median_us for size in sizes}
+        cells = ", ".join(f"{size}: {v:.2f}" for size, v in values.items())
+        out.append({"a": a, "b": b, "ratios": values, "text": f"{what}: {cells}"})
     return out
 
 
@@ -562,8 +610,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(format_row(row, width), flush=True)
 
     print()
-    shapes = {(r.window_messages, r.window_tokens) for r in rows}
-    if len(shapes) == 1 and not any(r.window_varied for r in rows):
+    own = [r for r in rows if r.kind == "store"]
+    shapes = {(r.window_messages, r.window_tokens) for r in own}
+    if len(shapes) == 1 and not any(r.window_varied for r in own):
         ((msgs, toks),) = shapes
         print(f"window: {msgs} messages / {toks} tokens in every row (same work at every size)")
     else:
@@ -574,6 +623,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     found = ratios(rows)
     for store, r in found.items():
         print(f"{store}: ratio {r['to']}/{r['from']}: {r['ratio']:.2f}")
+    compared = comparisons(rows)
+    for line in compared:
+        print(line["text"])
 
     if args.json is not None:
         payload = {
@@ -581,6 +633,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "environment": env,
             "rows": [asdict(r) for r in rows],
             "ratios": found,
+            "comparisons": [{k: v for k, v in c.items() if k != "text"} for c in compared],
         }
         args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")

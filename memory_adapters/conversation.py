@@ -63,7 +63,7 @@ class Conversation:
         for m in msgs:
             if not isinstance(m, Message):
                 raise InvalidInput(f"append takes Message objects, not {type(m).__name__}")
-            m.validate()
+            m.check_fields()
         if run_id is not None:
             check_id(run_id, "run_id")
         if idempotency_key is not None:
@@ -80,15 +80,16 @@ class Conversation:
             for m in msgs:
                 if not isinstance(m, Message):
                     raise InvalidInput(f"a before_save hook left a {type(m).__name__} in the turn")
-                m.validate()
             if not msgs:
                 raise InvalidInput("a before_save hook removed every message of the turn")
+        limit = self._memory.max_turn_bytes
+        data = [m.serialize(limit) for m in msgs]  # validates: one walk, one dump each
         counts: list[int] = yield hooks.count_tokens(
             [m.token_text() for m in msgs], model or self._memory.model
         )
-        limit = self._memory.max_turn_bytes
         entries = [
-            Entry.of(m, n + MESSAGE_OVERHEAD, limit) for m, n in zip(msgs, counts, strict=True)
+            Entry(m.role, d, n + MESSAGE_OVERHEAD)
+            for m, d, n in zip(msgs, data, counts, strict=True)
         ]
         size = sum(len(e.data) for e in entries)
         if size > limit:

@@ -126,6 +126,17 @@ class Message:
 
     def validate(self) -> Message:
         """Raise :class:`InvalidValue` unless this message can be stored exactly."""
+        self.check_fields()
+        check_json(self.to_dict(), "message")
+        return self
+
+    def serialize(self, limit: int) -> str:
+        """Validate this message and return its JSON text (at most ``limit`` UTF-8 bytes)."""
+        self.check_fields()
+        return dumps(self.to_dict(), "message", limit)
+
+    def check_fields(self) -> None:
+        """The checks of :meth:`validate` short of walking the JSON content."""
         if self.role not in ROLES:
             raise InvalidValue(f"role must be one of {sorted(ROLES)}, not {self.role!r}")
         if not isinstance(self.text, str):
@@ -146,8 +157,6 @@ class Message:
             raise InvalidValue("only a 'tool' message carries tool_results")
         if self.tool_calls and self.role != "assistant":
             raise InvalidValue("only an 'assistant' message carries tool_calls")
-        check_json(self.to_dict(), "message")
-        return self
 
     def token_text(self) -> str:
         """The text a token counter sees for this message."""
@@ -174,8 +183,7 @@ class Entry:
     @classmethod
     def of(cls, message: Message, tokens: int, limit: int) -> Entry:
         """Validate and serialize ``message``."""
-        message.validate()
-        return cls(message.role, dumps(message.to_dict(), "message", limit), tokens)
+        return cls(message.role, message.serialize(limit), tokens)
 
 
 @dataclass(slots=True)

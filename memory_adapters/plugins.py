@@ -45,6 +45,8 @@ CORE_PLUGINS: tuple[str, ...] = (
 BUILTIN_PLUGINS: dict[str, str] = {
     "inmemory": "memory_adapters_inmemory",
     "sqlite": "memory_adapters_sqlite",
+    "postgres": "memory_adapters_postgres",
+    "mongo": "memory_adapters_mongo",
 }
 """The built-in plugins this distribution declares as entry points. Used only when the
 distribution's metadata is absent (running from a source tree that was never installed)."""

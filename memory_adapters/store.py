@@ -79,6 +79,23 @@ class Store(ABC):
         read using the stored running token totals.
         """
 
+    def head_and_tail(
+        self,
+        conversation: str,
+        *,
+        head: int,
+        max_tokens: int | None = None,
+        max_messages: int | None = None,
+    ) -> tuple[list[Record], list[Record]]:
+        """The first ``head`` records and :meth:`tail`, for a window with pinned messages.
+
+        The default makes two calls; a store with round trips to save answers in one.
+        """
+        return (
+            self.read(conversation, limit=head),
+            self.tail(conversation, max_tokens=max_tokens, max_messages=max_messages),
+        )
+
     @abstractmethod
     def read(
         self,
@@ -185,6 +202,23 @@ class Store(ABC):
         """Async :meth:`tail`."""
         return await self._offload(
             self.tail, conversation, max_tokens=max_tokens, max_messages=max_messages
+        )
+
+    async def ahead_and_tail(
+        self,
+        conversation: str,
+        *,
+        head: int,
+        max_tokens: int | None = None,
+        max_messages: int | None = None,
+    ) -> tuple[list[Record], list[Record]]:
+        """Async :meth:`head_and_tail`."""
+        return await self._offload(
+            self.head_and_tail,
+            conversation,
+            head=head,
+            max_tokens=max_tokens,
+            max_messages=max_messages,
         )
 
     async def aread(

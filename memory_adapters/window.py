@@ -140,28 +140,38 @@ def window_plan(
 ) -> Plan[Window]:
     """Read and trim the window of ``conversation`` (see the module docstring)."""
     window = Window(conversation)
+    summarize = hooks.summarize([], None, summary_tokens, model) if summary_tokens > 0 else None
+    summary: Summary | None = None
+    if summarize is not None:
+        summary = yield StoreCall("latest_summary", (conversation,))
+    budget = max_tokens
+    if budget is not None and summary is not None:
+        budget = max(0, budget - summary.tokens)
+
+    tail: list[Record] = []
     pinned_end = 0
+    want_tail = budget != 0 and max_messages != 0
     if pin_system or pin_first_turn:
-        # Read as little of the head as the pins need: usually one or a few messages.
-        probe = HEAD_LIMIT if pin_first_turn else 4
-        head: list[Record] = yield StoreCall("read", (conversation,), {"limit": probe})
+        # One call for the head the pins need (usually a few messages) and the tail: the
+        # tail is read within the whole budget and trimmed below once the pins are known.
+        probe = HEAD_LIMIT if pin_first_turn else 2
+        head: list[Record]
+        if want_tail:
+            head, tail = yield StoreCall(
+                "head_and_tail",
+                (conversation,),
+                {"head": probe, "max_tokens": budget, "max_messages": max_messages},
+            )
+        else:
+            head = yield StoreCall("read", (conversation,), {"limit": probe})
         if len(head) == probe < HEAD_LIMIT and all(r.message.role == "system" for r in head):
             head = yield StoreCall("read", (conversation,), {"limit": HEAD_LIMIT})
         window.pinned = _pinned(head, pin_system, pin_first_turn)
         if window.pinned:
             pinned_end = window.pinned[-1].seq
-    budget = max_tokens
-    if budget is not None:
-        budget = max(0, budget - sum(r.tokens for r in window.pinned))
-
-    summarize = hooks.summarize([], None, summary_tokens, model) if summary_tokens > 0 else None
-    summary: Summary | None = None
-    if summarize is not None:
-        summary = yield StoreCall("latest_summary", (conversation,))
-        if summary is not None and budget is not None:
-            budget = max(0, budget - summary.tokens)
-    tail: list[Record] = []
-    if budget != 0 and max_messages != 0:
+            if budget is not None:
+                budget = max(0, budget - sum(r.tokens for r in window.pinned))
+    elif want_tail:
         tail = yield StoreCall(
             "tail", (conversation,), {"max_tokens": budget, "max_messages": max_messages}
         )

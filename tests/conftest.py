@@ -38,3 +38,34 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.outcome = "failed"
         report.longrepr = f"skipped, which CI does not allow: {report.longrepr}"
     return report
+
+
+REQUIRE_POSTGRES = "MEMORY_ADAPTERS_REQUIRE_POSTGRES"
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server for the session: ``MEMORY_ADAPTERS_POSTGRES_URL`` if set,
+    else one started with initdb + pg_ctl in a temporary directory. Where no server can be
+    had the Postgres tests skip, unless ``MEMORY_ADAPTERS_REQUIRE_POSTGRES=1`` (set by CI),
+    which makes that a failure."""
+    given = os.environ.get("MEMORY_ADAPTERS_POSTGRES_URL")
+    if given:
+        yield given
+        return
+    from memory_adapters.testing.postgres_server import PostgresUnavailable, TemporaryPostgres
+
+    server = TemporaryPostgres(
+        {"fsync": "off", "synchronous_commit": "off", "max_connections": "200"}
+    )
+    try:
+        server.start()
+    except PostgresUnavailable as exc:
+        server.cleanup()
+        if os.environ.get(REQUIRE_POSTGRES) == "1":
+            pytest.fail(f"no PostgreSQL server could be started: {exc}")
+        pytest.skip(f"no PostgreSQL server could be started: {exc}")
+    try:
+        yield server.url
+    finally:
+        server.cleanup()

@@ -63,7 +63,7 @@ def _doc_blocks() -> list[tuple[str, str]]:
         text = path.read_text(encoding="utf-8")
         for match in re.finditer(r"```python\n(.*?)```", text, re.S):
             code = match.group(1)
-            if code.startswith("# file:"):  # a file of an example package, not a snippet
+            if code.startswith(("# file:", "# needs:")):  # a package's file; a server
                 continue
             line = text[: match.start()].count("\n") + 2
             blocks.append((f"{path.name}:{line}", code))

@@ -166,4 +166,4 @@ def test_tool_arguments_are_checked_against_the_schema(memory: Memory) -> None:
 
 def test_load_entrypoints_false_keeps_the_builtin_stores() -> None:
     memory = Memory("memory://", load_entrypoints=False)
-    assert memory.schemes == ["memory", "sqlite"]
+    assert {"memory", "sqlite", "postgresql", "postgres"} <= set(memory.schemes)

@@ -9,9 +9,10 @@ All three run on the same server, with the same messages, in the same run:
     history every turn (``history.messages``) and then adds the turn.
 ``pg-floor``
     the floor: the raw psycopg round trips the same work needs and nothing else. One
-    ``SELECT`` of the window by an index range (the client keeps the running token total, so
-    it needs no lookup) and one multi-row ``INSERT`` of the turn, in autocommit, with the
-    messages already serialized and counted outside the timing.
+    ``SELECT`` of the window (the head, where a system prompt would be pinned, and the tail by
+    an index range; the client keeps the running token total, so it needs no lookup) and one
+    multi-row ``INSERT`` of the turn, in autocommit, with the messages already serialized and
+    counted outside the timing.
 
 The server is ``MEMORY_ADAPTERS_POSTGRES_URL`` if set, else a private one started with initdb
 + pg_ctl (:class:`memory_adapters.testing.postgres_server.TemporaryPostgres`, the server's
@@ -131,6 +132,9 @@ class LangchainPostgresSubject:
 class FloorSubject:
     """The floor: two raw round trips per turn, no counting, no parsing, no checks.
 
+    The window query reads what the store's does (the first messages, where a system prompt
+    would be pinned, and the tail within the budget); the append inserts the turn's rows.
+
     Messages are serialized and counted in :meth:`prepare`, outside the timing; the client
     keeps the running token total itself, so the window is one ``SELECT``.
     """
@@ -152,9 +156,12 @@ class FloorSubject:
         self.conversation = conversation
         self.seq = 0
         self.total = 0
+        # the pinned head (a system prompt) and the tail within the budget, as the store reads
         self.select = (
-            f"SELECT seq, data, tokens FROM {self.table} WHERE conversation = %s "
-            "AND start_tokens >= %s ORDER BY start_tokens DESC, seq DESC"
+            f"(SELECT seq, data, tokens FROM {self.table} WHERE conversation = %(c)s "
+            "ORDER BY seq LIMIT 2) UNION ALL "
+            f"(SELECT seq, data, tokens FROM {self.table} WHERE conversation = %(c)s "
+            "AND start_tokens >= %(t)s ORDER BY start_tokens DESC, seq DESC)"
         )
 
     def preload(self, batches: Iterator[list[Message]]) -> None:
@@ -173,8 +180,8 @@ class FloorSubject:
 
     def load_window(self) -> object:
         return self.conn.execute(
-            self.select, (self.conversation, self.total - self.window_tokens)
-        ).fetchall()
+            self.select, {"c": self.conversation, "t": self.total - self.window_tokens}
+        ).fetchall()[2:]
 
     def append(self, prepared: object) -> None:
         sql, items = cast(tuple[str, list[tuple[int, str]]], prepared)

@@ -1,0 +1,150 @@
+"""The collections' indexes, created idempotently when the store first connects, and the
+checks every written document passes before it is sent.
+
+Indexes (all prefixed ``ma_``):
+
+* ``ma_batches``: the ``_id`` ``{conversation, first_seq}`` is the unique arbiter of appends;
+  ``ma_batches_seq (conversation, first_seq)`` serves seq ranges and the newest batch;
+  ``ma_batches_tokens (conversation, end_tokens, first_seq)`` serves token-budget windows;
+  ``ma_batches_idempotency (conversation, idempotency_key)``, partial, finds a retried batch.
+* ``ma_summaries``: unique ``(conversation, end_seq)``.
+* ``ma_facts``: unique ``(scope, namespace, key)``; a TTL index on ``expires``; the word
+  list ``(scope, namespace, words)`` for the search fallback; and, where the server has
+  it, the text index ``(scope, namespace, text)``.
+
+Shard keys, on a sharded cluster: ``{conversation: 1}`` for ``ma_batches``,
+``ma_conversations`` (its ``_id``) and ``ma_summaries``; ``{scope: 1}`` for ``ma_facts``.
+Every unique index above starts with that key, as MongoDB requires.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory_adapters.errors import InvalidInput, StoreUnavailable, ValueTooLarge
+
+from .ops import BATCHES, FACTS, SUMMARIES, Op, Plan
+
+log = logging.getLogger("memory_adapters.mongo")
+
+MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
+"""MongoDB's largest document (``maxBsonObjectSize``), in bytes."""
+
+TTL_GRACE_SECONDS = 60
+"""The server's TTL monitor removes an expired fact this long after it expired. Reads hide
+it from the moment it expires; ``prune()`` removes it at once."""
+
+_SLACK = 4096
+"""How close to the limit a cheap size estimate may come before the exact BSON size is
+computed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    """One index: its collection, keys and options."""
+
+    collection: str
+    keys: list[tuple[str, Any]]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def op(self) -> Op:
+        return Op(self.collection, "create_index", (self.keys,), self.options)
+
+
+INDEXES = (
+    Index(BATCHES, [("conversation", 1), ("first_seq", 1)], {"name": "ma_batches_seq"}),
+    Index(
+        BATCHES,
+        [("conversation", 1), ("end_tokens", 1), ("first_seq", 1)],
+        {"name": "ma_batches_tokens"},
+    ),
+    Index(
+        BATCHES,
+        [("conversation", 1), ("idempotency_key", 1)],
+        {
+            "name": "ma_batches_idempotency",
+            "partialFilterExpression": {"idempotency_key": {"$exists": True}},
+        },
+    ),
+    Index(
+        SUMMARIES,
+        [("conversation", 1), ("end_seq", 1)],
+        {"name": "ma_summaries_range", "unique": True},
+    ),
+    Index(
+        FACTS,
+        [("scope", 1), ("namespace", 1), ("key", 1)],
+        {"name": "ma_facts_key", "unique": True},
+    ),
+    Index(
+        FACTS, [("expires", 1)], {"name": "ma_facts_ttl", "expireAfterSeconds": TTL_GRACE_SECONDS}
+    ),
+    Index(FACTS, [("scope", 1), ("namespace", 1), ("words", 1)], {"name": "ma_facts_words"}),
+)
+
+TEXT_INDEX = Index(
+    FACTS,
+    [("scope", 1), ("namespace", 1), ("text", "text")],
+    # "none": no stemming and no stop words, so a search matches the words it was given
+    {"name": "ma_facts_text", "default_language": "none", "language_override": "ma_language"},
+)
+
+TEXT_SEARCH_MODES = ("auto", "text", "words")
+
+
+def ensure(text_search: str) -> Plan[bool]:
+    """Ping the server, create the indexes, and decide how facts are searched.
+
+    Returns ``True`` when ``$text`` is used. ``"auto"`` uses it when the server creates the
+    text index and answers a ``$text`` query (a real MongoDB does; mongomock and some
+    MongoDB-compatible servers do not), else the word-list fallback; ``"text"`` requires it;
+    ``"words"`` never uses it.
+    """
+    yield Op("", "command", ("ping",))
+    for index in INDEXES:
+        yield index.op()
+    if text_search == "words":
+        return False
+    try:
+        yield TEXT_INDEX.op()
+        # No fact has an empty scope: this matches nothing, it only asks whether $text works.
+        # $text comes first, so that a fake evaluating the filter in order meets it at once.
+        yield Op(
+            FACTS, "find_one", ({"$text": {"$search": "probe"}, "scope": "", "namespace": ""},)
+        )
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        if text_search == "text":
+            raise InvalidInput(
+                f"text_search='text', but this server cannot run $text queries: {exc}"
+            ) from exc
+        level = logging.DEBUG if isinstance(exc, NotImplementedError) else logging.WARNING
+        log.log(level, "MongoDB text search unavailable (%s); using the word-list fallback", exc)
+        return False
+    return True
+
+
+def check_size(estimate: int, build: Callable[[], dict[str, Any]], limit: int, what: str) -> None:
+    """Raise :class:`ValueTooLarge` if the document ``build()`` is over ``limit`` bytes.
+
+    ``estimate`` is an upper bound of its size; the exact BSON size is computed only when
+    that bound comes near the limit, so ordinary writes pay nothing for the check.
+    """
+    if estimate <= limit - _SLACK:
+        return
+    import bson
+
+    size = len(bson.encode(build()))
+    if size > limit:
+        raise ValueTooLarge(
+            f"{what} would be a {size}-byte document; MongoDB's limit is {limit} bytes"
+        )
+
+
+def text_bound(*texts: str | None) -> int:
+    """An upper bound of the UTF-8 size of ``texts``, cheap to compute."""
+    return sum(4 * len(t) + 8 for t in texts if t is not None)

@@ -1,0 +1,435 @@
+"""``MongoStore``: the store contract over MongoDB, sync and natively async.
+
+Every operation is a plan (:mod:`.log`, :mod:`.facts`) run by the sync driver on a
+``MongoClient`` or awaited by the async driver on an ``AsyncMongoClient`` or a Motor client
+(:mod:`.ops`, :mod:`.clients`). Every argument that goes into a query is checked here to be
+a plain ``str``, ``int`` or ``float``, so no caller-supplied value can become an operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from memory_adapters.errors import InvalidId, InvalidInput
+from memory_adapters.facts import Fact
+from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.store import Store
+
+from . import facts, log
+from .clients import Clients
+from .ops import Handles, Plan, run_async, run_sync
+from .schema import MAX_DOCUMENT_BYTES, TEXT_SEARCH_MODES, ensure
+
+T = TypeVar("T")
+
+
+def _text(value: object, what: str) -> str:
+    if type(value) is not str:
+        raise InvalidId(f"{what} must be a str, not {type(value).__name__}")
+    return value
+
+
+def _opt_text(value: object, what: str) -> str | None:
+    return None if value is None else _text(value, what)
+
+
+def _int(value: object, what: str) -> int:
+    if type(value) is not int:
+        raise InvalidInput(f"{what} must be an int, not {type(value).__name__}")
+    return value
+
+
+def _opt_int(value: object, what: str) -> int | None:
+    return None if value is None else _int(value, what)
+
+
+def _number(value: object, what: str) -> float:
+    if type(value) not in (int, float):
+        raise InvalidInput(f"{what} must be a number, not {type(value).__name__}")
+    return float(value)  # type: ignore[arg-type]
+
+
+def _entries(entries: Sequence[Entry]) -> list[Entry]:
+    out = list(entries)
+    if not out:
+        raise InvalidInput("append needs at least one entry")
+    for e in out:
+        if not isinstance(e, Entry):
+            raise InvalidInput(f"append takes Entry objects, not {type(e).__name__}")
+        _text(e.role, "entry role")
+        _text(e.data, "entry data")
+        _int(e.tokens, "entry tokens")
+    return out
+
+
+class MongoStore(Store):
+    """A store in a MongoDB database: a standalone server, a replica set or a sharded
+    cluster; no transactions needed.
+
+    ``MongoStore("mongodb://host/dbname")`` opens its own clients (sync, and async per event
+    loop) and pings the server, so an unreachable server fails here, within ``timeout``
+    seconds (5 by default). ``MongoStore(client=..., database="dbname")`` uses an
+    application's ``MongoClient``, ``AsyncMongoClient`` or Motor client instead, and never
+    closes it; ``async_client=`` pairs an async client with a sync ``client``. See
+    :mod:`memory_adapters_mongo.clients` for which client serves which call.
+
+    ``text_search``: ``"auto"`` (``$text`` where the server supports it, else the word-list
+    fallback), ``"text"`` or ``"words"``. ``client_options``: more keyword arguments for the
+    clients the store opens. ``max_document_bytes``: writes over it are refused with
+    ``ValueTooLarge`` before they are sent (MongoDB's own limit, 16 MiB, by default).
+    """
+
+    scheme = "mongodb"
+    blocking = True
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Any = None,
+        async_client: Any = None,
+        database: str | None = None,
+        timeout: float | None = None,
+        text_search: str = "auto",
+        client_options: Mapping[str, Any] | None = None,
+        max_document_bytes: int = MAX_DOCUMENT_BYTES,
+    ) -> None:
+        if text_search not in TEXT_SEARCH_MODES:
+            raise InvalidInput(
+                f"text_search must be one of {TEXT_SEARCH_MODES}, not {text_search!r}"
+            )
+        if timeout is not None and (_number(timeout, "timeout") <= 0):
+            raise InvalidInput(f"timeout must be a positive number of seconds, not {timeout!r}")
+        self.max_document_bytes = _int(max_document_bytes, "max_document_bytes")
+        if self.max_document_bytes < 1024:
+            raise InvalidInput(f"max_document_bytes is too small: {max_document_bytes}")
+        self.text_search = text_search
+        self._clients = Clients(
+            url,
+            client=client,
+            async_client=async_client,
+            database=database,
+            timeout=timeout,
+            client_options=client_options,
+        )
+        self.database = self._clients.database
+        self._ready_lock = threading.Lock()
+        self._use_text: bool | None = None
+        if self._clients.has_sync:
+            try:
+                self._ready(self._clients.sync())
+            except BaseException:
+                self._clients.close()
+                raise
+
+    @property
+    def uses_text_index(self) -> bool | None:
+        """Whether fact search runs ``$text`` queries (``None`` until the store connected)."""
+        return self._use_text
+
+    # -- running plans -------------------------------------------------------------------
+
+    def _ready(self, handles: Handles) -> None:
+        if self._use_text is None:
+            with self._ready_lock:
+                if self._use_text is None:
+                    self._use_text = run_sync(ensure(self.text_search), handles)
+
+    def _run(self, make: Callable[[], Plan[T]]) -> T:
+        handles = self._clients.sync()
+        self._ready(handles)
+        return run_sync(make(), handles)
+
+    async def _arun(self, make: Callable[[], Plan[T]]) -> T:
+        handles = await self._clients.async_handles()
+        if handles is None:
+            return await asyncio.to_thread(self._run, make)
+        if self._use_text is None:
+            use_text = await run_async(ensure(self.text_search), handles)
+            with self._ready_lock:
+                self._use_text = use_text
+        return await run_async(make(), handles)
+
+    def close(self) -> None:
+        self._clients.close()
+
+    async def aclose(self) -> None:
+        await self._clients.aclose()
+
+    # -- plans, with typed arguments ----------------------------------------------------------
+
+    def _append(
+        self,
+        conversation: str,
+        entries: Sequence[Entry],
+        run_id: str | None,
+        expected_last_seq: int | None,
+        idempotency_key: str | None,
+    ) -> Callable[[], Plan[AppendResult]]:
+        conversation = _text(conversation, "conversation")
+        checked = _entries(entries)
+        run_id = _opt_text(run_id, "run_id")
+        expected_last_seq = _opt_int(expected_last_seq, "expected_last_seq")
+        idempotency_key = _opt_text(idempotency_key, "idempotency_key")
+        return lambda: log.append(
+            conversation,
+            checked,
+            run_id=run_id,
+            expected_last_seq=expected_last_seq,
+            idempotency_key=idempotency_key,
+            max_bytes=self.max_document_bytes,
+        )
+
+    def _tail(
+        self, conversation: str, max_tokens: int | None, max_messages: int | None
+    ) -> Callable[[], Plan[list[Record]]]:
+        conversation = _text(conversation, "conversation")
+        max_tokens = _opt_int(max_tokens, "max_tokens")
+        max_messages = _opt_int(max_messages, "max_messages")
+        return lambda: log.tail(conversation, max_tokens, max_messages)
+
+    def _read(
+        self, conversation: str, start_seq: int, end_seq: int | None, limit: int | None
+    ) -> Callable[[], Plan[list[Record]]]:
+        conversation = _text(conversation, "conversation")
+        start_seq = _int(start_seq, "start_seq")
+        end_seq = _opt_int(end_seq, "end_seq")
+        limit = _opt_int(limit, "limit")
+        return lambda: log.read(conversation, start_seq, end_seq, limit)
+
+    def _put_summary(self, conversation: str, summary: Summary) -> Callable[[], Plan[None]]:
+        conversation = _text(conversation, "conversation")
+        checked = Summary(
+            _int(summary.start_seq, "summary start_seq"),
+            _int(summary.end_seq, "summary end_seq"),
+            _text(summary.text, "summary text"),
+            _int(summary.tokens, "summary tokens"),
+            _number(summary.created_at, "summary created_at"),
+        )
+        return lambda: log.put_summary(conversation, checked, self.max_document_bytes)
+
+    def _put_fact(
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        data: str,
+        text: str,
+        importance: float,
+        expires_at: float | None,
+        expected_version: int | None,
+    ) -> Callable[[], Plan[Fact]]:
+        namespace, scope, key = self._fact_key(namespace, scope, key)
+        data = _text(data, "data")
+        text = _text(text, "text")
+        importance = _number(importance, "importance")
+        expires_at = None if expires_at is None else _number(expires_at, "expires_at")
+        expected_version = _opt_int(expected_version, "expected_version")
+        return lambda: facts.put(
+            namespace,
+            scope,
+            key,
+            data,
+            text=text,
+            importance=importance,
+            expires_at=expires_at,
+            expected_version=expected_version,
+            max_bytes=self.max_document_bytes,
+        )
+
+    @staticmethod
+    def _fact_key(namespace: str, scope: str, key: str) -> tuple[str, str, str]:
+        return _text(namespace, "namespace"), _text(scope, "scope"), _text(key, "key")
+
+    def _search(
+        self, namespace: str, scope: str, terms: Sequence[str], limit: int
+    ) -> Callable[[], Plan[list[Fact]]]:
+        namespace = _text(namespace, "namespace")
+        scope = _text(scope, "scope")
+        checked = [_text(t, "search term") for t in terms]
+        limit = _int(limit, "limit")
+        return lambda: facts.search(namespace, scope, checked, limit, bool(self._use_text))
+
+    # -- conversation log ----------------------------------------------------------------
+
+    def append(
+        self,
+        conversation: str,
+        entries: Sequence[Entry],
+        *,
+        run_id: str | None = None,
+        expected_last_seq: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        return self._run(
+            self._append(conversation, entries, run_id, expected_last_seq, idempotency_key)
+        )
+
+    def tail(
+        self, conversation: str, *, max_tokens: int | None = None, max_messages: int | None = None
+    ) -> list[Record]:
+        return self._run(self._tail(conversation, max_tokens, max_messages))
+
+    def read(
+        self,
+        conversation: str,
+        *,
+        start_seq: int = 1,
+        end_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        return self._run(self._read(conversation, start_seq, end_seq, limit))
+
+    def last_seq(self, conversation: str) -> int:
+        conversation = _text(conversation, "conversation")
+        return self._run(lambda: log.last_seq(conversation))
+
+    def delete_conversation(self, conversation: str) -> int:
+        conversation = _text(conversation, "conversation")
+        return self._run(lambda: log.delete_conversation(conversation))
+
+    def put_summary(self, conversation: str, summary: Summary) -> None:
+        self._run(self._put_summary(conversation, summary))
+
+    def latest_summary(self, conversation: str) -> Summary | None:
+        conversation = _text(conversation, "conversation")
+        return self._run(lambda: log.latest_summary(conversation))
+
+    # -- facts ---------------------------------------------------------------------------
+
+    def put_fact(
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        data: str,
+        *,
+        text: str,
+        importance: float = 0.0,
+        expires_at: float | None = None,
+        expected_version: int | None = None,
+    ) -> Fact:
+        return self._run(
+            self._put_fact(
+                namespace, scope, key, data, text, importance, expires_at, expected_version
+            )
+        )
+
+    def get_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
+        namespace, scope, key = self._fact_key(namespace, scope, key)
+        return self._run(lambda: facts.get(namespace, scope, key))
+
+    def list_facts(self, namespace: str, scope: str, *, limit: int | None = None) -> list[Fact]:
+        namespace, scope, _ = self._fact_key(namespace, scope, "-")
+        limit = _opt_int(limit, "limit")
+        return self._run(lambda: facts.list_(namespace, scope, limit))
+
+    def delete_fact(
+        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+    ) -> bool:
+        namespace, scope, key = self._fact_key(namespace, scope, key)
+        expected_version = _opt_int(expected_version, "expected_version")
+        return self._run(lambda: facts.delete(namespace, scope, key, expected_version))
+
+    def search_facts(
+        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
+    ) -> list[Fact]:
+        return self._run(self._search(namespace, scope, terms, limit))
+
+    def prune(self) -> int:
+        return self._run(facts.prune)
+
+    # -- async twins: the same plans, awaited on an async client ---------------------------
+
+    async def aappend(
+        self,
+        conversation: str,
+        entries: Sequence[Entry],
+        *,
+        run_id: str | None = None,
+        expected_last_seq: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> AppendResult:
+        return await self._arun(
+            self._append(conversation, entries, run_id, expected_last_seq, idempotency_key)
+        )
+
+    async def atail(
+        self, conversation: str, *, max_tokens: int | None = None, max_messages: int | None = None
+    ) -> list[Record]:
+        return await self._arun(self._tail(conversation, max_tokens, max_messages))
+
+    async def aread(
+        self,
+        conversation: str,
+        *,
+        start_seq: int = 1,
+        end_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        return await self._arun(self._read(conversation, start_seq, end_seq, limit))
+
+    async def alast_seq(self, conversation: str) -> int:
+        conversation = _text(conversation, "conversation")
+        return await self._arun(lambda: log.last_seq(conversation))
+
+    async def adelete_conversation(self, conversation: str) -> int:
+        conversation = _text(conversation, "conversation")
+        return await self._arun(lambda: log.delete_conversation(conversation))
+
+    async def aput_summary(self, conversation: str, summary: Summary) -> None:
+        await self._arun(self._put_summary(conversation, summary))
+
+    async def alatest_summary(self, conversation: str) -> Summary | None:
+        conversation = _text(conversation, "conversation")
+        return await self._arun(lambda: log.latest_summary(conversation))
+
+    async def aput_fact(
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        data: str,
+        *,
+        text: str,
+        importance: float = 0.0,
+        expires_at: float | None = None,
+        expected_version: int | None = None,
+    ) -> Fact:
+        return await self._arun(
+            self._put_fact(
+                namespace, scope, key, data, text, importance, expires_at, expected_version
+            )
+        )
+
+    async def aget_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
+        namespace, scope, key = self._fact_key(namespace, scope, key)
+        return await self._arun(lambda: facts.get(namespace, scope, key))
+
+    async def alist_facts(
+        self, namespace: str, scope: str, *, limit: int | None = None
+    ) -> list[Fact]:
+        namespace, scope, _ = self._fact_key(namespace, scope, "-")
+        limit = _opt_int(limit, "limit")
+        return await self._arun(lambda: facts.list_(namespace, scope, limit))
+
+    async def adelete_fact(
+        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+    ) -> bool:
+        namespace, scope, key = self._fact_key(namespace, scope, key)
+        expected_version = _opt_int(expected_version, "expected_version")
+        return await self._arun(lambda: facts.delete(namespace, scope, key, expected_version))
+
+    async def asearch_facts(
+        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
+    ) -> list[Fact]:
+        return await self._arun(self._search(namespace, scope, terms, limit))
+
+    async def aprune(self) -> int:
+        return await self._arun(facts.prune)
+
+    def __repr__(self) -> str:
+        return f"<MongoStore database={self.database!r}>"

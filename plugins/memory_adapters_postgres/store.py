@@ -23,11 +23,9 @@ in ``text`` never loses or truncates content.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
-from collections.abc import AsyncGenerator, Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -127,17 +125,6 @@ class PostgresStore(Store):
                 ) from exc
         self.pool: ConnectionPool[Any] = pool
         self.async_pool = async_pool
-        # A store opened from a URL opens an AsyncConnectionPool per event loop (an async pool
-        # is bound to its loop), closed when that loop shuts down.
-        self._conninfo = _libpq_url(url) if url is not None and self._own_pool else None
-        self._pool_options: dict[str, Any] = {
-            "min_size": min_size,
-            "max_size": max_size,
-            "timeout": timeout,
-            "kwargs": {"autocommit": True, "connect_timeout": connect_timeout},
-        }
-        self._loop_pools: dict[asyncio.AbstractEventLoop, _LoopPool] = {}
-        self._loop_lock = threading.Lock()
         self._sql: dict[str, str] = {}
         if migrate:
             self.migrate()
@@ -243,38 +230,8 @@ class PostgresStore(Store):
             return cur.rowcount
         return None
 
-    async def _async_pool(self) -> AsyncConnectionPool[Any] | None:
-        """The async pool for the running loop: the application's, or one of our own per
-        loop; ``None`` means run the sync path in a worker thread."""
-        if self.async_pool is not None:
-            return self.async_pool
-        if self._conninfo is None:
-            return None
-        loop = asyncio.get_running_loop()
-        entry = self._loop_pools.get(loop)
-        if entry is not None:
-            return entry.pool
-        from psycopg_pool import AsyncConnectionPool
-
-        with self._loop_lock:
-            for old in [lp for lp in self._loop_pools if lp.is_closed()]:
-                del self._loop_pools[old]  # closed with its loop when the loop shut down
-        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            self._conninfo, open=False, name="memory-adapters-async", **self._pool_options
-        )
-        try:
-            await pool.open(wait=True, timeout=float(self._pool_options["timeout"]))
-        except Exception as exc:
-            await pool.close()
-            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
-        keeper = _closed_with_loop(pool)
-        await keeper.__anext__()  # registered with this loop's shutdown_asyncgens
-        with self._loop_lock:
-            self._loop_pools[loop] = _LoopPool(pool, keeper)
-        return pool
-
     async def _arun(self, make: Callable[[], Op[T]]) -> T:
-        pool = await self._async_pool()
+        pool = self.async_pool
         assert pool is not None
         psycopg = self._psycopg
         for attempt in (0, 1):
@@ -317,9 +274,9 @@ class PostgresStore(Store):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _offload(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Async twins: native on an async pool when there is one, else a worker thread."""
+        """Async twins: native on the async pool when there is one, else a worker thread."""
         op = getattr(self, f"_{fn.__name__}", None)
-        if op is None or (self.async_pool is None and self._conninfo is None):
+        if self.async_pool is None or op is None:
             return await super()._offload(fn, *args, **kwargs)
         return await self._arun(lambda: op(*args, **kwargs))
 
@@ -714,28 +671,6 @@ class PostgresStore(Store):
     def close(self) -> None:
         if self._own_pool:
             self.pool.close()
-        with self._loop_lock:
-            self._loop_pools.clear()  # each closes with its loop
-
-    async def aclose(self) -> None:
-        entry = self._loop_pools.pop(asyncio.get_running_loop(), None)
-        if entry is not None:
-            await entry.keeper.aclose()
-        await super().aclose()
-
-
-@dataclass(slots=True)
-class _LoopPool:
-    pool: AsyncConnectionPool[Any]
-    keeper: AsyncGenerator[None, None]
-
-
-async def _closed_with_loop(pool: AsyncConnectionPool[Any]) -> AsyncGenerator[None, None]:
-    """Suspended until its loop shuts down its async generators, then closes ``pool``."""
-    try:
-        yield
-    finally:
-        await pool.close()
 
 
 def _libpq_url(url: str) -> str:

@@ -236,7 +236,7 @@ driver round trips the work needs)."""
 
 
 def _optional_subjects() -> None:
-    for module in ("postgres", "mongo"):
+    for module in ("postgres", "mongo", "pydantic_ai_runs"):
         try:
             found = __import__(module).subjects()
         except ImportError:
@@ -250,6 +250,11 @@ COMPARISONS: tuple[tuple[str, str, str], ...] = (
     ("lc-postgres", "postgres", "langchain-postgres / memory-adapters (times faster)"),
     ("postgres", "pg-floor", "memory-adapters / raw psycopg floor (times the floor)"),
     ("mongo", "mongo-floor", "memory-adapters / raw pymongo floor (times the floor)"),
+    (
+        "pai-inmemory",
+        "memory",
+        "pydantic-ai InMemoryConversationStore / memory-adapters in-memory (times faster)",
+    ),
 )
 
 NOTES: dict[str, str] = {

@@ -47,6 +47,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "sqlite": "memory_adapters_sqlite",
     "postgres": "memory_adapters_postgres",
     "mongo": "memory_adapters_mongo",
+    "pydantic_ai": "memory_adapters_pydantic_ai",
 }
 """The built-in plugins this distribution declares as entry points. Used only when the
 distribution's metadata is absent (running from a source tree that was never installed)."""

@@ -1,13 +1,61 @@
-"""A run: one invocation of an agent under a scope, as the lifecycle hooks see it."""
+"""A run: one invocation of an agent under a scope, and the memory work done around it.
+
+:class:`Run` is what the lifecycle hooks see. :class:`RunLifecycle` is the framework-neutral
+driver every framework adapter uses around one agent run, so that the pydantic-ai and the
+LangChain adapters load, show and persist memory the same way:
+
+1. :func:`run_scope` decides where the run's memory is (the caller's explicit values and
+   resolvers, else the session; a run started inside another run is a *sub-agent* run on a
+   fork of the parent's working memory, whose messages go to a child conversation), or raises
+   :class:`~memory_adapters.errors.NoScope`;
+2. ``start`` calls ``run_started``; ``window`` reads the budgeted window of past messages;
+   ``fragments`` renders the instruction fragments (tool guidance, preloaded facts, working
+   memory) and ``before_model_call`` lets plugins rewrite them;
+3. ``finish`` persists the run's new messages once, as one batch under the run id as its
+   idempotency key, calls ``run_finished`` and merges a sub-agent's fork back; ``fail``
+   persists what completed, marked ``meta["failed"] = True``, and calls ``run_failed``.
+
+Every operation has a sync and an async form (``finish`` / ``afinish`` ...), written once as a
+plan (see :mod:`.steps`). While a run is active (:meth:`RunLifecycle.activate`), the
+``Memory``'s session is the run's scope, so tools that use ``memory.facts`` or
+``memory.working`` reach the run's memory, and :func:`active_run` finds the run, so a run
+started inside it becomes its sub-agent.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import json
 import time
 import uuid
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from .conversation import Conversation
+from .errors import InvalidInput, NoScope
+from .facts import Facts
+from .messages import AppendResult, Message
 from .scope import Scope
+from .steps import Plan, drive_async, drive_sync
+from .working import POLICIES, MergePolicy, MergeReport, WorkingMemory
+
+if TYPE_CHECKING:
+    from .memory import Memory
+    from .window import Window
+
+T = TypeVar("T")
+
+SubConversation = Literal["child", "per_run"]
+"""Where a sub-agent's messages go: ``"child"``, one conversation per parent conversation and
+sub-agent name (the sub-agent remembers its earlier tasks); ``"per_run"``, a new conversation
+for every sub-agent run."""
+
+SUB_CONVERSATIONS: tuple[str, ...] = ("child", "per_run")
+
+WORKING_HEADER = "Working memory (notes for the current task):"
+FACTS_HEADER = "What you remember about the user (most relevant first):"
 
 
 @dataclass(slots=True)
@@ -26,3 +74,329 @@ class Run:
     parent: Run | None = None
     started_at: float = field(default_factory=time.time)
     state: dict[str, Any] = field(default_factory=dict)
+
+
+_ACTIVE: contextvars.ContextVar[RunLifecycle | None] = contextvars.ContextVar(
+    "memory_adapters.active_run", default=None
+)
+
+
+def active_run(memory: Memory) -> RunLifecycle | None:
+    """The innermost active run of ``memory`` in this context (``None`` outside any run)."""
+    lifecycle = _ACTIVE.get()
+    while lifecycle is not None and lifecycle.memory is not memory:
+        lifecycle = lifecycle._outer  # a run of another Memory, inside one of this one's
+    return lifecycle
+
+
+def fork_name(name: str | None) -> str:
+    """A usable working-memory fork name for a sub-agent called ``name``."""
+    cleaned = (name or "").replace("/", "_").strip()
+    return cleaned[:64] or "subagent"
+
+
+@dataclass(frozen=True, slots=True)
+class RunScope:
+    """Where a run's memory is. ``scope`` holds its facts and working memory and is the
+    ``Memory``'s session inside the run; ``conversation`` is the scope of the log its messages
+    go to. They differ only for a sub-agent, whose working memory is a fork below its parent's
+    conversation while its messages go to a conversation of its own."""
+
+    scope: Scope
+    conversation: Scope
+
+
+def run_scope(
+    memory: Memory,
+    *,
+    conversation_id: str | None = None,
+    user_id: str | None = None,
+    agent_id: str | None = None,
+    namespace: str | None = None,
+    parent: RunLifecycle | None = None,
+    name: str | None = None,
+    run_id: str | None = None,
+    sub_conversation: SubConversation = "child",
+    hint: str = "",
+) -> RunScope:
+    """Where a run's memory is.
+
+    The given values (the caller's explicit identifiers and what its resolvers returned) win;
+    what they leave unset comes from the session in force. Under a ``parent`` run they come
+    from the parent's scope instead, with the working memory on a fork named after the
+    sub-agent (``name``), and the messages in a child conversation (see
+    :data:`SubConversation`) unless a conversation id is given. Raises
+    :class:`~memory_adapters.errors.NoScope` when no conversation is in scope; ``hint`` is its
+    message (how this framework's callers name a conversation).
+    """
+    if sub_conversation not in SUB_CONVERSATIONS:
+        raise InvalidInput(
+            f"sub_conversation must be one of {SUB_CONVERSATIONS}, not {sub_conversation!r}"
+        )
+    if parent is not None:
+        base = parent.scope
+        fork = fork_name(name)
+        scope = replace(
+            base.merged(user_id=user_id, agent_id=agent_id, namespace=namespace),
+            fork=(*base.fork, fork),
+        )
+        if conversation_id is None:
+            parent_id = parent.conversation.conversation_id or "conversation"
+            conversation_id = f"{parent_id}/{fork}"
+            if sub_conversation == "per_run":
+                conversation_id += f"/{run_id or uuid.uuid4().hex}"
+        return RunScope(scope, replace(scope, conversation_id=conversation_id))
+    scope = memory.scope.merged(
+        user_id=user_id, agent_id=agent_id, namespace=namespace, conversation_id=conversation_id
+    )
+    if scope.conversation_id is None:
+        raise NoScope(
+            "no conversation in scope for this run: "
+            + (hint or "use memory.session(conversation_id=...) or give memory.wrap() a resolver")
+        )
+    return RunScope(scope, scope)
+
+
+class RunLifecycle:
+    """The memory work around one agent run, framework-neutral (see the module docstring).
+
+    ``merge`` is the policy a sub-agent's fork is merged back by when its run succeeds
+    (``None`` keeps the notes in the fork); ``window_options`` are passed to
+    :meth:`Conversation.window` (``max_tokens``, ``max_messages``, ``pin_system`` ...).
+    """
+
+    __slots__ = (
+        "_closed",
+        "_outer",
+        "_preloaded",
+        "memory",
+        "merge",
+        "parent",
+        "result",
+        "run",
+        "where",
+        "window_options",
+    )
+
+    def __init__(
+        self,
+        memory: Memory,
+        where: RunScope | Scope,
+        *,
+        framework: str,
+        run_id: str | None = None,
+        agent: str | None = None,
+        model: str | None = None,
+        parent: RunLifecycle | None = None,
+        merge: MergePolicy | None = "child",
+        window_options: dict[str, Any] | None = None,
+    ) -> None:
+        if merge is not None and merge not in POLICIES:
+            raise InvalidInput(f"merge must be one of {POLICIES} or None, not {merge!r}")
+        if isinstance(where, Scope):
+            where = RunScope(where, where)
+        self.memory = memory
+        self.where = where
+        self.parent = parent
+        self.merge = merge
+        self.window_options = dict(window_options or {})
+        self.run: Run = Run(
+            where.conversation,
+            framework,
+            run_id=run_id or uuid.uuid4().hex,
+            model=model,
+            agent=agent,
+            parent=None if parent is None else parent.run,
+        )
+        self.result: AppendResult | None = None
+        self._closed = False
+        self._preloaded: str | None = None
+        self._outer: RunLifecycle | None = None
+
+    @property
+    def scope(self) -> Scope:
+        """The scope of the run's facts and working memory (its session inside the run)."""
+        return self.where.scope
+
+    @property
+    def conversation(self) -> Scope:
+        """The scope of the conversation the run's messages go to (``run.scope``)."""
+        return self.where.conversation
+
+    @property
+    def closed(self) -> bool:
+        """Whether the run has been persisted (by :meth:`finish` or :meth:`fail`)."""
+        return self._closed
+
+    @contextlib.contextmanager
+    def activate(self) -> Iterator[None]:
+        """Make this the active run, and its scope the ``Memory``'s session, inside the block."""
+        self._outer = _ACTIVE.get()
+        token = _ACTIVE.set(self)
+        scope_token = self.memory._scope.set(self.scope)
+        try:
+            yield
+        finally:
+            self.memory._scope.reset(scope_token)
+            _ACTIVE.reset(token)
+
+    # -- plans ---------------------------------------------------------------------------------
+
+    def _start(self) -> Plan[None]:
+        step = self.memory.hooks.run_started(self.run)
+        if step is not None:
+            yield step
+
+    def _window(self, options: dict[str, Any]) -> Plan[Window]:
+        conversation = Conversation(self.memory, self.conversation)
+        window: Window = yield from conversation._window(
+            {**self.window_options, **options}, self.run
+        )
+        return window
+
+    def _fragments(
+        self, prompt: str | None, tools: bool, preload_facts: int, working: bool
+    ) -> Plan[list[str]]:
+        fragments: list[str] = []
+        if tools:
+            fragments.append(self.memory.tools.instructions)
+        if preload_facts > 0 and prompt and self.scope.user_id is not None:
+            if self._preloaded is None:  # once per run: the prompt does not change
+                facts = Facts(self.memory, self.scope)
+                found = yield from facts._search(prompt, preload_facts)
+                lines = [f"- {f.key}: {_text(f.value)}" for f in found]
+                self._preloaded = "\n".join([FACTS_HEADER, *lines]) if lines else ""
+            if self._preloaded:
+                fragments.append(self._preloaded)
+        if working:
+            wm = WorkingMemory(self.memory, self.scope)
+            notes = yield from wm._items()
+            rendered = wm._render(notes, None)
+            if rendered:
+                fragments.append(f"{WORKING_HEADER}\n{rendered}")
+        return fragments
+
+    def _before_model_call(self, messages: list[Message], instructions: list[str]) -> Plan[None]:
+        step = self.memory.hooks.before_model_call(self.run, messages, instructions)
+        if step is not None:
+            yield step
+
+    def _persist(
+        self, messages: Sequence[Message], error: BaseException | None
+    ) -> Plan[AppendResult | None]:
+        if self._closed:
+            return self.result
+        self._closed = True
+        msgs = list(messages)
+        if error is not None:
+            msgs = [replace(m, meta={**m.meta, "failed": True}) for m in msgs]
+        if msgs:
+            conversation = Conversation(self.memory, self.conversation)
+            self.result = yield from conversation._append(
+                msgs, self.run.run_id, None, self.run.run_id, None
+            )
+        hooks = self.memory.hooks
+        if error is None:
+            step = hooks.run_finished(self.run, msgs)
+        else:
+            step = hooks.run_failed(self.run, error, msgs)
+        if step is not None:
+            yield step
+        return self.result
+
+    def _merge(self) -> Plan[MergeReport | None]:
+        if self.merge is None or not self.scope.fork or self.parent is None:
+            return None
+        report: MergeReport = yield from WorkingMemory(self.memory, self.scope)._merge(self.merge)
+        return report
+
+    def _finish(self, messages: Sequence[Message]) -> Plan[AppendResult | None]:
+        first = not self._closed
+        result = yield from self._persist(messages, None)
+        if first:
+            yield from self._merge()
+        return result
+
+    # -- sync -----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Call ``run_started``."""
+        self._run(self._start())
+
+    def window(self, **options: Any) -> Window:
+        """The window of past messages for the run (the lifecycle's window options, updated
+        by ``options``)."""
+        return self._run(self._window(options))
+
+    def fragments(
+        self,
+        prompt: str | None = None,
+        *,
+        tools: bool = True,
+        preload_facts: int = 0,
+        working: bool = True,
+    ) -> list[str]:
+        """The memory's instruction fragments: the tool guidance (``tools``), up to
+        ``preload_facts`` of the user's facts most relevant to ``prompt`` (searched once per
+        run), and the rendered working memory (``working``). Empty ones are left out."""
+        return self._run(self._fragments(prompt, tools, preload_facts, working))
+
+    def before_model_call(self, messages: list[Message], instructions: list[str]) -> None:
+        """Call ``before_model_call``; the hooks may change both lists in place."""
+        self._run(self._before_model_call(messages, instructions))
+
+    def finish(self, messages: Sequence[Message]) -> AppendResult | None:
+        """Persist the run's new messages (once; later calls return the first result), call
+        ``run_finished`` and merge a sub-agent's fork into its parent."""
+        return self._run(self._finish(messages))
+
+    def fail(self, error: BaseException, messages: Sequence[Message]) -> AppendResult | None:
+        """Persist what the run completed, marked ``meta["failed"] = True`` (once), and call
+        ``run_failed``. The caller re-raises ``error``."""
+        return self._run(self._persist(messages, error))
+
+    # -- async ----------------------------------------------------------------------------------
+
+    async def astart(self) -> None:
+        """Async :meth:`start`."""
+        await self._arun(self._start())
+
+    async def awindow(self, **options: Any) -> Window:
+        """Async :meth:`window`."""
+        return await self._arun(self._window(options))
+
+    async def afragments(
+        self,
+        prompt: str | None = None,
+        *,
+        tools: bool = True,
+        preload_facts: int = 0,
+        working: bool = True,
+    ) -> list[str]:
+        """Async :meth:`fragments`."""
+        return await self._arun(self._fragments(prompt, tools, preload_facts, working))
+
+    async def abefore_model_call(self, messages: list[Message], instructions: list[str]) -> None:
+        """Async :meth:`before_model_call`."""
+        await self._arun(self._before_model_call(messages, instructions))
+
+    async def afinish(self, messages: Sequence[Message]) -> AppendResult | None:
+        """Async :meth:`finish`."""
+        return await self._arun(self._finish(messages))
+
+    async def afail(self, error: BaseException, messages: Sequence[Message]) -> AppendResult | None:
+        """Async :meth:`fail`."""
+        return await self._arun(self._persist(messages, error))
+
+    def _run(self, plan: Plan[T]) -> T:
+        return drive_sync(plan, self.memory.store, self.memory.hooks)
+
+    async def _arun(self, plan: Plan[T]) -> T:
+        return await drive_async(plan, self.memory.store, self.memory.hooks)
+
+    def __repr__(self) -> str:
+        return f"<RunLifecycle {self.run.framework} run={self.run.run_id} scope={self.scope}>"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -32,8 +32,14 @@ def test_every_hook_has_a_contract() -> None:
 def test_readme_starts_with_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     head = readme[:1500]
-    assert "python examples/quickstart.py" in head
-    assert "pytest" in head
+    commands = re.search(r"```bash\n(.*?)```", head, re.S)
+    assert commands is not None, "the README must start with its commands"
+    demo, tests = commands.group(1).splitlines()[:2]
+    assert demo.startswith(
+        'pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_demo.py'
+    )
+    assert "pytest" in tests
+    assert "python examples/quickstart.py" in head  # the framework-free tour, still there
 
 
 EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.py"))

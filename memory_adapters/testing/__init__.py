@@ -18,6 +18,10 @@ A store that several processes can share also subclasses
 zero-argument callable that opens the *same* store from another process (for example
 ``functools.partial(SQLiteStore, path)``).
 
+:mod:`memory_adapters.testing.pydantic_ai` holds the suite for pydantic-ai
+``ConversationStore`` backends (``ConversationStoreConformance``); it imports pydantic-ai only
+when its tests run.
+
 Needs pytest (``pip install "memory-adapters[dev]"``).
 """
 

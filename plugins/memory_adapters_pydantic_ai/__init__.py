@@ -1,0 +1,73 @@
+"""The pydantic-ai adapter: ``memory.wrap(agent)``, a native capability, memory tools, forked
+sub-agents and ``ConversationStore`` backends, over any memory-adapters store.
+
+``pip install "memory-adapters[pydantic-ai]"``. This plugin registers, through the
+``register_adapters`` hook, the adapter ``memory.wrap()`` uses for pydantic-ai agents. Loading it
+never imports pydantic-ai; the names below import it when first used:
+
+``MemoryAgent``
+    what ``memory.wrap(agent)`` returns (:mod:`.agent`);
+``MemoryCapability``
+    the same memory as a capability, for ``Agent(capabilities=[...])`` or one run
+    (:mod:`.capability`);
+``MemoryConversationStore``
+    pydantic-ai's ``ConversationStore`` over a ``Memory``'s store (:mod:`.conversation_store`);
+``to_messages`` / ``from_messages``
+    the mapping between pydantic-ai messages and the neutral form (:mod:`.mapping`);
+``memory_toolset``
+    the memory tools as a toolset bound to one scope (:mod:`.toolset`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from memory_adapters import MissingExtra, hookimpl
+
+from .adapter import PydanticAIAdapter
+
+if TYPE_CHECKING:
+    from .agent import MemoryAgent
+    from .capability import MemoryCapability
+    from .conversation_store import MemoryConversationStore
+    from .mapping import from_messages, to_messages
+    from .toolset import memory_toolset
+
+__all__ = [
+    "MemoryAgent",
+    "MemoryCapability",
+    "MemoryConversationStore",
+    "PydanticAIAdapter",
+    "from_messages",
+    "memory_toolset",
+    "to_messages",
+]
+
+_LAZY = {
+    "MemoryAgent": "agent",
+    "MemoryCapability": "capability",
+    "MemoryConversationStore": "conversation_store",
+    "from_messages": "mapping",
+    "to_messages": "mapping",
+    "memory_toolset": "toolset",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        loaded = importlib.import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == "pydantic_ai":
+            raise MissingExtra("pydantic-ai", "pydantic-ai-slim") from exc
+        raise
+    return getattr(loaded, name)
+
+
+@hookimpl(trylast=True)
+def register_adapters(register: Any) -> None:
+    """Register the pydantic-ai adapter (``trylast``: a plugin may replace it)."""
+    register(PydanticAIAdapter())

@@ -1,0 +1,34 @@
+"""The long-term memory tools as a pydantic-ai toolset bound to one run's scope.
+
+Each tool's schema is the core's (:data:`memory_adapters.MEMORY_TOOLS`): no parameter names a
+user, a scope or a namespace. The scope is fixed when the toolset is built, for one run, by the
+application; arguments outside a tool's schema are refused and the model is asked to retry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic_ai import ModelRetry, RunContext
+from pydantic_ai.tools import Tool
+from pydantic_ai.toolsets import FunctionToolset
+
+from memory_adapters import Memory, Scope, ToolArgumentError, ToolSpec
+
+
+def _tool(memory: Memory, spec: ToolSpec, scope: Scope) -> Tool[Any]:
+    async def call(ctx: RunContext[Any], **args: Any) -> str:
+        try:
+            return await memory.tools.acall(spec.name, args, scope=scope)
+        except ToolArgumentError as exc:
+            raise ModelRetry(str(exc)) from exc
+
+    call.__name__ = spec.name
+    return Tool.from_schema(
+        call, spec.name, spec.description, dict(spec.parameters), takes_ctx=True
+    )
+
+
+def memory_toolset(memory: Memory, scope: Scope) -> FunctionToolset[Any]:
+    """A toolset of the memory tools that reads and writes the facts of ``scope`` only."""
+    return FunctionToolset([_tool(memory, spec, scope) for spec in memory.tools.specs])

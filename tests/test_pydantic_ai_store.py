@@ -1,0 +1,172 @@
+"""pydantic-ai's ``ConversationStore`` over every memory-adapters store: the conformance kit,
+and ``read_history`` in one store query."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import uuid
+import warnings
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import mongomock
+import psycopg
+import pytest
+from memory_adapters_pydantic_ai import MemoryConversationStore
+from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+from memory_adapters import Memory
+from memory_adapters.testing.pydantic_ai import ConversationStoreConformance, sample_messages
+
+STORES = ["memory", "sqlite", "postgres", "mongo"]
+T = TypeVar("T")
+
+
+def on_sync_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on the event loop pydantic-ai's sync entry points use (this thread's
+    current loop), so that a test mixing ``run_sync`` and async runs uses one loop. (The
+    PostgreSQL store opens an async pool per loop, closed when its loop shuts down; a loop
+    dropped without shutting down, as ``asyncio.run`` drops ``run_sync``'s, leaves it open.)"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            loop = asyncio.get_event_loop()
+        except RuntimeError:
+            loop = None
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+    return loop.run_until_complete(coro)
+
+
+def open_memory(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    """A fresh Memory over one kind of store, closed (and its schema dropped) afterwards."""
+    if kind == "memory":
+        memory = Memory("memory://")
+    elif kind == "sqlite":
+        memory = Memory(f"sqlite:///{tmp_path / 'memory.db'}")
+    elif kind == "mongo":
+        memory = Memory(
+            "mongodb://localhost/ma_test", store_options={"client": mongomock.MongoClient()}
+        )
+    else:
+        url: str = request.getfixturevalue("postgres_url")
+        schema = "t_" + uuid.uuid4().hex[:12]
+        memory = Memory(url, store_options={"schema": schema})
+        try:
+            yield memory
+        finally:
+            on_sync_loop(memory.aclose())  # the async pool of run_sync's loop, and the rest
+            memory.close()
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        return
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+@pytest.fixture(params=STORES)
+def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    yield from open_memory(request.param, request, tmp_path)
+
+
+class TestMemoryConversationStore(ConversationStoreConformance):
+    """The kit, on each store."""
+
+    @pytest.fixture
+    def conversation_store(self, memory: Memory) -> MemoryConversationStore:
+        return MemoryConversationStore(memory)
+
+
+def count_store_calls(memory: Memory) -> dict[str, int]:
+    """Count the store's async methods (each one query) called from now on, by sync name."""
+    counts: dict[str, int] = {}
+    store = memory.store
+    names = set(dir(type(store)))
+    for name in names:
+        method = getattr(store, name)
+        if not (name.startswith("a") and name[1:] in names and inspect.iscoroutinefunction(method)):
+            continue
+
+        async def counted(
+            *args: Any, __name: str = name[1:], __method: Callable[..., Any] = method, **kw: Any
+        ) -> Any:
+            counts[__name] = counts.get(__name, 0) + 1
+            return await __method(*args, **kw)
+
+        setattr(store, name, counted)
+    return counts
+
+
+def test_read_history_is_one_store_query(memory: Memory) -> None:
+    async def body() -> None:
+        store = MemoryConversationStore(memory)
+        messages = sample_messages() * 20
+        await store.save(Conversation(conversation_id="long", messages=messages))
+        record = await store.read_record("long")
+        assert record is not None and record.head_id is not None
+        cold = MemoryConversationStore(memory)  # another process: nothing cached
+        cold_record = await cold.read_record("long")
+        assert cold_record is not None
+        counts = count_store_calls(memory)
+        history = await cold.read_history(cold_record.head_id)
+        assert [e.message for e in history] == messages
+        assert counts == {"read": 1}
+        counts.clear()
+        last = await cold.read_history(cold_record.head_id, limit=5)
+        assert [e.message for e in last] == messages[-5:]
+        assert counts == {"read": 1}
+        counts.clear()
+        loaded = await MemoryConversationStore(memory).load("long")  # record + history
+        assert loaded is not None and loaded.messages == messages
+        assert sum(counts.values()) == 2
+
+    asyncio.run(body())
+
+
+def test_a_branched_history_reads_one_query_per_segment(memory: Memory) -> None:
+    async def body() -> None:
+        store = MemoryConversationStore(memory)
+        await store.save(Conversation(conversation_id="c", messages=sample_messages()))
+        loaded = await store.load("c")
+        assert loaded is not None
+        branched = await store.branch("c", at=2, expected_revision=loaded.revision)
+        branched.messages.append(ModelRequest(parts=[UserPromptPart("other way")]))
+        branched.messages.append(ModelResponse(parts=[TextPart("ok")]))
+        await store.save(branched)
+        cold = MemoryConversationStore(memory)
+        record = await cold.read_record("c")
+        assert record is not None
+        expected = await store.load_entries("c")
+        counts = count_store_calls(memory)
+        history = await cold.read_history(record.head_id)
+        assert counts == {"read": 2}
+        assert history == expected and len(history) == 4
+
+    asyncio.run(body())
+
+
+def test_entries_are_neutral_messages_with_the_exact_message_in_raw(memory: Memory) -> None:
+    async def body() -> None:
+        store = MemoryConversationStore(memory)
+        await store.save(Conversation(conversation_id="c", messages=sample_messages()))
+        with memory.session(namespace="default#pydantic-ai", conversation_id="c"):
+            records = await memory.conversation.aread()
+        roles = [r.message.role for r in records]
+        assert roles == ["system", "user", "assistant", "tool", "assistant", "user", "assistant"]
+        call = records[2].message.tool_calls[0]
+        assert (call.id, call.name, call.args) == (
+            "call-1",
+            "get_weather",
+            {"city": "Lisbon", "units": ["c"]},
+        )
+        results = records[3].message.tool_results
+        assert [(r.id, r.is_error) for r in results] == [("call-1", False), ("call-2", True)]
+        assert all(r.message.framework == "pydantic-ai" for r in records)
+
+    asyncio.run(body())

@@ -13,7 +13,11 @@ LangChain adapters load, show and persist memory the same way:
    memory) and ``before_model_call`` lets plugins rewrite them;
 3. ``finish`` persists the run's new messages once, as one batch under the run id as its
    idempotency key, calls ``run_finished`` and merges a sub-agent's fork back; ``fail``
-   persists what completed, marked ``meta["failed"] = True``, and calls ``run_failed``.
+   persists what completed, marked ``meta["failed"] = True``, and calls ``run_failed``. An
+   adapter that can see the run's steps (the LangChain middleware) may instead ``save`` each
+   step's messages as they complete, each as a batch of its own (keys ``<run id>.1``,
+   ``<run id>.2`` ...), so that a run which raises keeps what completed; ``finish`` then
+   persists what is left and hands ``run_finished`` every message of the run.
 
 Every operation has a sync and an async form (``finish`` / ``afinish`` ...), written once as a
 plan (see :mod:`.steps`). While a run is active (:meth:`RunLifecycle.activate`), the
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import json
 import time
 import uuid
@@ -169,6 +174,8 @@ class RunLifecycle:
         "_closed",
         "_outer",
         "_preloaded",
+        "_saved",
+        "_steps",
         "memory",
         "merge",
         "parent",
@@ -210,6 +217,8 @@ class RunLifecycle:
         )
         self.result: AppendResult | None = None
         self._closed = False
+        self._saved: list[Message] = []
+        self._steps = itertools.count(1)
         self._preloaded: str | None = None
         self._outer: RunLifecycle | None = None
 
@@ -281,6 +290,27 @@ class RunLifecycle:
         if step is not None:
             yield step
 
+    def _append(self, msgs: list[Message], key: str) -> Plan[AppendResult]:
+        conversation = Conversation(self.memory, self.conversation)
+        result: AppendResult = yield from conversation._append(
+            msgs, self.run.run_id, None, key, None
+        )
+        self._saved.extend(msgs)
+        self.result = result
+        return result
+
+    def _save(self, messages: Sequence[Message]) -> Plan[AppendResult | None]:
+        if self._closed:
+            raise InvalidInput(f"run {self.run.run_id} has been persisted already")
+        msgs = list(messages)
+        if not msgs:
+            return None
+        # next() on a count is atomic: steps saved from several threads get distinct keys
+        result: AppendResult = yield from self._append(
+            msgs, f"{self.run.run_id}.{next(self._steps)}"
+        )
+        return result
+
     def _persist(
         self, messages: Sequence[Message], error: BaseException | None
     ) -> Plan[AppendResult | None]:
@@ -290,16 +320,14 @@ class RunLifecycle:
         msgs = list(messages)
         if error is not None:
             msgs = [replace(m, meta={**m.meta, "failed": True}) for m in msgs]
-        if msgs:
-            conversation = Conversation(self.memory, self.conversation)
-            self.result = yield from conversation._append(
-                msgs, self.run.run_id, None, self.run.run_id, None
-            )
+        if msgs:  # the whole run as one batch keyed by the run id, or the rest after its steps
+            key = f"{self.run.run_id}.{next(self._steps)}" if self._saved else self.run.run_id
+            yield from self._append(msgs, key)
         hooks = self.memory.hooks
         if error is None:
-            step = hooks.run_finished(self.run, msgs)
+            step = hooks.run_finished(self.run, list(self._saved))
         else:
-            step = hooks.run_failed(self.run, error, msgs)
+            step = hooks.run_failed(self.run, error, list(self._saved))
         if step is not None:
             yield step
         return self.result
@@ -345,6 +373,10 @@ class RunLifecycle:
         """Call ``before_model_call``; the hooks may change both lists in place."""
         self._run(self._before_model_call(messages, instructions))
 
+    def save(self, messages: Sequence[Message]) -> AppendResult | None:
+        """Persist one completed step's messages as a batch of their own (nothing for none)."""
+        return self._run(self._save(messages))
+
     def finish(self, messages: Sequence[Message]) -> AppendResult | None:
         """Persist the run's new messages (once; later calls return the first result), call
         ``run_finished`` and merge a sub-agent's fork into its parent."""
@@ -379,6 +411,10 @@ class RunLifecycle:
     async def abefore_model_call(self, messages: list[Message], instructions: list[str]) -> None:
         """Async :meth:`before_model_call`."""
         await self._arun(self._before_model_call(messages, instructions))
+
+    async def asave(self, messages: Sequence[Message]) -> AppendResult | None:
+        """Async :meth:`save`."""
+        return await self._arun(self._save(messages))
 
     async def afinish(self, messages: Sequence[Message]) -> AppendResult | None:
         """Async :meth:`finish`."""

@@ -733,7 +733,7 @@ def test_the_plugin_loads_without_pydantic_ai() -> None:
         import memory_adapters.testing.pydantic_ai
         from memory_adapters import Memory, MissingExtra, NoAdapter
         memory = Memory("memory://")
-        assert memory.adapters == ["pydantic-ai"], memory.adapters
+        assert "pydantic-ai" in memory.adapters, memory.adapters
         try:
             memory.wrap(object())
         except NoAdapter:

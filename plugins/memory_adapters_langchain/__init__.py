@@ -1,0 +1,81 @@
+"""The LangChain adapter: ``create_agent`` middleware, ``memory.wrap(agent)`` for built agents,
+memory tools, a LangGraph ``BaseStore`` and a ``BaseChatMessageHistory``, over any
+memory-adapters store.
+
+``pip install "memory-adapters[langchain]"``. This plugin registers, through the
+``register_adapters`` hook, the adapter ``memory.wrap()`` uses for LangChain/LangGraph agents.
+Loading it never imports LangChain; the names below import it when first used:
+
+``MemoryMiddleware``
+    memory as an ``AgentMiddleware`` for ``create_agent(..., middleware=[...])``
+    (:mod:`.middleware`);
+``MemoryGraph``
+    what ``memory.wrap(agent)`` returns for an agent already built (:mod:`.graph`);
+``memory_tools``
+    the long-term memory tools as structured tools with async implementations (:mod:`.tools`);
+``MemoryStore``
+    a LangGraph ``BaseStore`` over the ``Memory``'s facts (:mod:`.store`);
+``MemoryChatMessageHistory``
+    a ``BaseChatMessageHistory`` for ``RunnableWithMessageHistory`` (:mod:`.history`);
+``to_messages`` / ``from_messages``
+    the mapping between LangChain messages and the neutral form (:mod:`.mapping`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from memory_adapters import MissingExtra, hookimpl
+
+from .adapter import LangChainAdapter
+
+if TYPE_CHECKING:
+    from .graph import MemoryGraph
+    from .history import MemoryChatMessageHistory
+    from .mapping import from_messages, to_messages
+    from .middleware import MemoryMiddleware
+    from .store import MemoryStore
+    from .tools import memory_tools
+
+__all__ = [
+    "LangChainAdapter",
+    "MemoryChatMessageHistory",
+    "MemoryGraph",
+    "MemoryMiddleware",
+    "MemoryStore",
+    "from_messages",
+    "memory_tools",
+    "to_messages",
+]
+
+_LAZY = {
+    "MemoryChatMessageHistory": "history",
+    "MemoryGraph": "graph",
+    "MemoryMiddleware": "middleware",
+    "MemoryStore": "store",
+    "from_messages": "mapping",
+    "memory_tools": "tools",
+    "to_messages": "mapping",
+}
+
+_EXTRA_ROOTS = {"langchain", "langchain_core", "langgraph"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        loaded = importlib.import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] in _EXTRA_ROOTS:
+            raise MissingExtra("langchain", exc.name.split(".")[0]) from exc
+        raise
+    return getattr(loaded, name)
+
+
+@hookimpl(trylast=True)
+def register_adapters(register: Any) -> None:
+    """Register the LangChain adapter (``trylast``: a plugin may replace it)."""
+    register(LangChainAdapter())

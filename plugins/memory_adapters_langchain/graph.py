@@ -1,0 +1,384 @@
+"""``MemoryGraph``: what ``memory.wrap(agent)`` returns for an agent already built.
+
+A LangChain ``Runnable`` around the compiled graph (a ``create_agent`` agent or any LangGraph
+graph with a ``messages`` state) with the same call surface: ``invoke``, ``ainvoke``,
+``stream``, ``astream``, and from ``Runnable`` ``batch``, ``abatch``, ``batch_as_completed``,
+``|`` composition and ``with_config``; anything else (``get_state``, ``get_graph`` ...) reaches
+the graph. For every run it:
+
+1. decides the scope (resolvers given to ``wrap``, called with the run's config; the
+   ``context=`` argument's attributes; the config's ``configurable``; the session), or raises
+   :class:`~memory_adapters.NoScope`; a run started from a tool of another memory agent is a
+   sub-agent on a fork of the parent run's working memory, in a child conversation;
+2. puts the budgeted window of the stored conversation before the input messages (with a
+   checkpointer, only when the thread's state is still empty: a thread's state already is its
+   history);
+3. runs the graph with the run active (so tools reach the run's memory and wrapped agents they
+   call are sub-agents), then stores the run's new messages once, as one batch; a run that
+   raises stores its input, and with a checkpointer whatever the thread's state gained, marked
+   ``meta["failed"] = True``.
+
+What only :class:`~.middleware.MemoryMiddleware` can add, because it runs inside the graph:
+the memory tools and the system-prompt fragments (tool guidance, preloaded facts, working
+memory); storing each step as it completes (without a checkpointer, a wrapped run that raises
+keeps only its input); the window *in place of* a checkpointer's thread history rather than in
+the state; and the ``before_model_call`` hook. A graph that already has the middleware is run
+as it is: wrapping it adds nothing twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, cast
+
+from langchain_core.messages import BaseMessage, convert_to_messages
+from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
+from langgraph.pregel import Pregel
+
+from memory_adapters import InvalidInput, Memory
+from memory_adapters.run import (
+    SUB_CONVERSATIONS,
+    RunLifecycle,
+    RunScope,
+    SubConversation,
+    active_run,
+)
+from memory_adapters.validation import check_positive_int
+from memory_adapters.working import POLICIES, MergePolicy
+
+from .mapping import FRAMEWORK, from_messages, to_messages
+from .scope import Resolver, awaited, call_resolvers, checked, framework_values, run_where
+
+
+class _Turn:
+    """One run of a wrapped graph: its lifecycle, its input and what it is known to hold."""
+
+    __slots__ = ("input", "known", "lifecycle", "messages", "threaded")
+
+    def __init__(self, lifecycle: RunLifecycle, threaded: bool) -> None:
+        self.lifecycle = lifecycle
+        self.threaded = threaded
+        self.known: set[str] = set()
+        """Ids of messages that were stored before the run (the window, the thread's state)."""
+        self.input: list[BaseMessage] = []
+        self.messages: dict[str, BaseMessage] = {}
+        """The run's new messages by id, in the order they came."""
+
+    def add(self, messages: Sequence[Any]) -> None:
+        """Note messages the run produced (ignoring those stored before it)."""
+        for m in messages:
+            if isinstance(m, BaseMessage) and m.id is not None and m.id not in self.known:
+                self.messages.setdefault(m.id, m)
+
+    def add_update(self, chunk: Any) -> None:
+        """Note the messages of a stream ``updates`` chunk ({node: update})."""
+        if not isinstance(chunk, Mapping):
+            return
+        for update in chunk.values():
+            for item in update if isinstance(update, list) else [update]:
+                if isinstance(item, Mapping) and "messages" in item:
+                    value = item["messages"]
+                    self.add(value if isinstance(value, list) else [value])
+
+
+class MemoryGraph(Runnable[Any, Any]):
+    """A compiled LangGraph graph with memory (see the module docstring).
+
+    ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are strings or resolvers
+    called with the run's ``RunnableConfig`` (sync, or async for async calls). ``history``,
+    ``history_tokens``, ``max_messages``, ``name``, ``sub_conversation`` and ``merge`` are as
+    for :class:`~.middleware.MemoryMiddleware`.
+    """
+
+    def __init__(
+        self,
+        graph: Pregel[Any, Any, Any, Any],
+        memory: Memory,
+        *,
+        user_id: Resolver = None,
+        conversation_id: Resolver = None,
+        agent_id: Resolver = None,
+        namespace: Resolver = None,
+        history: bool = True,
+        history_tokens: int | None = None,
+        max_messages: int | None = None,
+        name: str | None = None,
+        sub_conversation: SubConversation = "child",
+        merge: MergePolicy | None = "child",
+    ) -> None:
+        if not isinstance(memory, Memory):
+            raise TypeError(f"MemoryGraph needs a memory_adapters.Memory, not {memory!r}")
+        if not isinstance(graph, Pregel) or "messages" not in graph.channels:
+            raise InvalidInput("MemoryGraph wraps a compiled LangGraph graph with a messages state")
+        for value, what in ((history_tokens, "history_tokens"), (max_messages, "max_messages")):
+            if value is not None:
+                check_positive_int(value, what, allow_zero=True)
+        if sub_conversation not in SUB_CONVERSATIONS:
+            raise InvalidInput(
+                f"sub_conversation must be one of {SUB_CONVERSATIONS}, not {sub_conversation!r}"
+            )
+        if merge is not None and merge not in POLICIES:
+            raise InvalidInput(f"merge must be one of {POLICIES} or None, not {merge!r}")
+        self.graph = graph
+        self.memory = memory
+        self.resolvers: dict[str, Resolver] = {
+            "user_id": user_id,
+            "conversation_id": conversation_id,
+            "agent_id": agent_id,
+            "namespace": namespace,
+        }
+        self.history = history
+        self.window_options: dict[str, Any] = {}
+        if history_tokens is not None:
+            self.window_options["max_tokens"] = history_tokens
+        if max_messages is not None:
+            self.window_options["max_messages"] = max_messages
+        self.agent_name = name
+        self.sub_conversation = sub_conversation
+        self.merge = merge
+        self.native = any(n.startswith("MemoryMiddleware.") for n in graph.nodes)
+        """Whether the graph has the memory middleware already (then it is run as it is)."""
+
+    # -- the run ---------------------------------------------------------------------------------
+
+    def _name(self, config: RunnableConfig) -> str | None:
+        name = self.agent_name or (config.get("metadata") or {}).get("lc_agent_name")
+        return name if isinstance(name, str) else (self.graph.name or None)
+
+    def _turn(self, where: RunScope, config: RunnableConfig) -> _Turn:
+        configurable = config.get("configurable") or {}
+        threaded = bool(self.graph.checkpointer) and bool(configurable.get("thread_id"))
+        lifecycle = RunLifecycle(
+            self.memory,
+            where,
+            framework=FRAMEWORK,
+            agent=self._name(config),
+            parent=active_run(self.memory),
+            merge=self.merge,
+            window_options=self.window_options,
+        )
+        return _Turn(lifecycle, threaded)
+
+    def _where(self, resolved: dict[str, Any], config: RunnableConfig, context: Any) -> RunScope:
+        return run_where(
+            self.memory,
+            checked(resolved),
+            framework_values(config, context),
+            run_id=uuid.uuid4().hex,
+            name=self._name(config),
+            sub_conversation=self.sub_conversation,
+        )
+
+    def _input(self, turn: _Turn, input: Any) -> list[BaseMessage]:
+        if not isinstance(input, Mapping) or "messages" not in input:
+            raise InvalidInput(
+                "a memory agent's input is a dict with 'messages' "
+                "(a Command resuming an interrupted run goes to the graph itself)"
+            )
+        raw = input["messages"]
+        messages = convert_to_messages(raw if isinstance(raw, list) else [raw])
+        for m in messages:  # ids let the run tell its messages from the window's
+            if m.id is None:
+                m.id = str(uuid.uuid4())
+        turn.input = messages
+        return messages
+
+    def _prepared(
+        self, turn: _Turn, input: Mapping[str, Any], window: list[BaseMessage], state: Any
+    ) -> dict[str, Any]:
+        """The graph's input: the window (unless the thread has history), then the input."""
+        earlier = [m for m in (state or []) if isinstance(m, BaseMessage)]
+        turn.known.update(m.id for m in earlier if m.id is not None)
+        shown: list[BaseMessage] = []
+        if not earlier:
+            for m in window:
+                if m.id is None:
+                    m.id = str(uuid.uuid4())
+                turn.known.add(m.id)
+            shown = window
+        return {**input, "messages": [*shown, *turn.input]}
+
+    def _outcome(self, turn: _Turn, result: Any) -> list[BaseMessage]:
+        if isinstance(result, Mapping) and isinstance(result.get("messages"), list):
+            turn.add(result["messages"])
+        turn.add(turn.input)  # an input the graph did not echo is the run's all the same
+        ordered = {m.id: m for m in turn.input if m.id is not None}
+        ordered.update(turn.messages)
+        return list(ordered.values())
+
+    def _passthrough(self, input: Any) -> bool:
+        return self.native or not isinstance(input, Mapping)
+
+    # -- sync -------------------------------------------------------------------------------------
+
+    def _begin(
+        self, input: Any, config: RunnableConfig | None, context: Any
+    ) -> tuple[_Turn, RunnableConfig, dict[str, Any]]:
+        config = ensure_config(config)
+        resolved = call_resolvers(self.resolvers, config, allow_async=False)
+        turn = self._turn(self._where(resolved, config, context), config)
+        self._input(turn, input)
+        lifecycle = turn.lifecycle
+        lifecycle.start()
+        window = from_messages(lifecycle.window().messages()) if self.history else []
+        state = self._state(config) if turn.threaded else None
+        return turn, config, self._prepared(turn, input, window, state)
+
+    def _state(self, config: RunnableConfig) -> list[Any]:
+        snapshot = self.graph.get_state(config)
+        return list((snapshot.values or {}).get("messages") or [])
+
+    def _failed(self, turn: _Turn, config: RunnableConfig, error: BaseException) -> None:
+        if turn.threaded:
+            with contextlib.suppress(Exception):  # the run's own error is what the caller sees
+                turn.add(self._state(config))
+        turn.lifecycle.fail(error, to_messages(self._outcome(turn, None)))
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """The graph's ``invoke``, with the stored window and the run stored."""
+        if self._passthrough(input):
+            return self.graph.invoke(input, config, **kwargs)
+        turn, config, prepared = self._begin(input, config, kwargs.get("context"))
+        lifecycle = turn.lifecycle
+        with lifecycle.activate():
+            try:
+                result = self.graph.invoke(prepared, config, **kwargs)
+            except BaseException as exc:
+                self._failed(turn, config, exc)
+                raise
+        lifecycle.finish(to_messages(self._outcome(turn, result)))
+        return result
+
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[Any]:
+        """The graph's ``stream`` (every mode, ``subgraphs``, ``version``), with the stored
+        window and the run stored when the stream has been consumed."""
+        if self._passthrough(input):
+            yield from self.graph.stream(input, config, **kwargs)
+            return
+        turn, config, prepared = self._begin(input, config, kwargs.get("context"))
+        lifecycle = turn.lifecycle
+        modes, kwargs = _with_updates(self.graph, kwargs)
+        with lifecycle.activate():
+            try:
+                for part in self.graph.stream(prepared, config, **kwargs):
+                    shown = _observe(turn, part, modes, kwargs)
+                    if shown is not _HIDDEN:
+                        yield shown
+            except BaseException as exc:
+                self._failed(turn, config, exc)
+                raise
+        lifecycle.finish(to_messages(self._outcome(turn, None)))
+
+    # -- async ------------------------------------------------------------------------------------
+
+    async def _abegin(
+        self, input: Any, config: RunnableConfig | None, context: Any
+    ) -> tuple[_Turn, RunnableConfig, dict[str, Any]]:
+        config = ensure_config(config)
+        resolved = await awaited(call_resolvers(self.resolvers, config, allow_async=True))
+        turn = self._turn(self._where(resolved, config, context), config)
+        self._input(turn, input)
+        lifecycle = turn.lifecycle
+        await lifecycle.astart()
+        window = from_messages((await lifecycle.awindow()).messages()) if self.history else []
+        state = await self._astate(config) if turn.threaded else None
+        return turn, config, self._prepared(turn, input, window, state)
+
+    async def _astate(self, config: RunnableConfig) -> list[Any]:
+        snapshot = await self.graph.aget_state(config)
+        return list((snapshot.values or {}).get("messages") or [])
+
+    async def _afailed(self, turn: _Turn, config: RunnableConfig, error: BaseException) -> None:
+        if turn.threaded:
+            with contextlib.suppress(Exception):  # the run's own error is what the caller sees
+                turn.add(await self._astate(config))
+        await turn.lifecycle.afail(error, to_messages(self._outcome(turn, None)))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Async :meth:`invoke`."""
+        if self._passthrough(input):
+            return await self.graph.ainvoke(input, config, **kwargs)
+        turn, config, prepared = await self._abegin(input, config, kwargs.get("context"))
+        lifecycle = turn.lifecycle
+        with lifecycle.activate():
+            try:
+                result = await self.graph.ainvoke(prepared, config, **kwargs)
+            except BaseException as exc:
+                await self._afailed(turn, config, exc)
+                raise
+        await lifecycle.afinish(to_messages(self._outcome(turn, result)))
+        return result
+
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
+        """Async :meth:`stream`."""
+        if self._passthrough(input):
+            async for part in self.graph.astream(input, config, **kwargs):
+                yield part
+            return
+        turn, config, prepared = await self._abegin(input, config, kwargs.get("context"))
+        lifecycle = turn.lifecycle
+        modes, kwargs = _with_updates(self.graph, kwargs)
+        with lifecycle.activate():
+            try:
+                async for part in self.graph.astream(prepared, config, **kwargs):
+                    shown = _observe(turn, part, modes, kwargs)
+                    if shown is not _HIDDEN:
+                        yield shown
+            except BaseException as exc:
+                await self._afailed(turn, config, exc)
+                raise
+        await lifecycle.afinish(to_messages(self._outcome(turn, None)))
+
+    # -- the rest of the graph ------------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "graph":  # not set yet (for example while unpickling)
+            raise AttributeError(name)
+        return getattr(self.graph, name)
+
+    def __repr__(self) -> str:
+        return f"MemoryGraph({self.graph!r}, memory={self.memory!r})"
+
+
+_HIDDEN = object()
+
+
+def _with_updates(
+    graph: Pregel[Any, Any, Any, Any], kwargs: dict[str, Any]
+) -> tuple[tuple[list[str], bool], dict[str, Any]]:
+    """The caller's stream modes (and whether it asked for one mode, not a list), and the
+    stream arguments with ``"updates"`` added, which is how the run's messages are seen."""
+    asked = kwargs.get("stream_mode")
+    single = asked is None or isinstance(asked, str)
+    if asked is None:
+        asked = graph.stream_mode
+    modes = [asked] if isinstance(asked, str) else list(cast(Sequence[str], asked))
+    internal = modes if "updates" in modes else [*modes, "updates"]
+    return (modes, single), {**kwargs, "stream_mode": internal}
+
+
+def _observe(turn: _Turn, part: Any, modes: tuple[list[str], bool], kwargs: dict[str, Any]) -> Any:
+    """Note the messages of a stream part, and return what the caller's stream would have
+    yielded for it (``_HIDDEN`` for the ``updates`` parts only the memory asked for)."""
+    wanted, single = modes
+    if kwargs.get("version") == "v2":
+        if part.get("type") == "updates" and not part.get("ns"):
+            turn.add_update(part.get("data"))
+        return part if part.get("type") in wanted else _HIDDEN
+    if kwargs.get("subgraphs"):
+        namespace, mode, chunk = part
+    else:
+        namespace, (mode, chunk) = (), part
+    if mode == "updates" and not namespace:
+        turn.add_update(chunk)
+    if mode not in wanted:
+        return _HIDDEN
+    if single:
+        return (namespace, chunk) if kwargs.get("subgraphs") else chunk
+    return (namespace, mode, chunk) if kwargs.get("subgraphs") else (mode, chunk)

@@ -1,0 +1,160 @@
+"""LangChain messages to and from the neutral :class:`~memory_adapters.Message` form.
+
+One LangChain message is one neutral message:
+
+* ``HumanMessage`` → ``user``, its text (``message.text``: the text blocks of a list content);
+* ``AIMessage`` → ``assistant``, its text and each of its ``tool_calls`` as a ``ToolCall``
+  (id, name, args);
+* ``ToolMessage`` → ``tool``, one ``ToolResult`` with the call's id, the tool's name, the
+  content (a string, or the list of content blocks, as JSON) and ``is_error`` when its status
+  is ``"error"``;
+* ``SystemMessage`` → ``system``; a ``ChatMessage`` by its role (``"ai"``/``"assistant"``,
+  ``"system"``, ``"tool"``; anything else is a ``user`` message); a ``RemoveMessage`` is an
+  instruction to LangGraph's state, not a message, and is left out.
+
+Every message carries ``framework="langchain"`` and ``raw``, LangChain's own JSON form
+(``messages_to_dict``), so that reading back (:func:`from_messages`) gives LangChain exactly the
+message it wrote, with its id, metadata and content blocks. A message whose ``raw`` cannot be
+JSON (an ``artifact`` or ``additional_kwargs`` holding objects) is kept in the neutral form only,
+marked ``meta["lossy"] = True``. A message written by another framework (pydantic-ai), a summary,
+or one the window trimmed or a hook edited is rebuilt from the neutral form.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
+
+from memory_adapters import Message, ToolCall, ToolResult
+from memory_adapters.messages import Role
+
+FRAMEWORK = "langchain"
+"""The ``framework`` name of messages this adapter writes."""
+
+EDITED = "edited"
+"""A ``meta`` flag: the neutral form was changed after ``raw`` was made, so ``raw`` is stale.
+(The core's window sets ``"trimmed"`` for the same reason.)"""
+
+_CHAT_ROLES: dict[str, Role] = {
+    "ai": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+}
+
+
+def _raw(message: BaseMessage) -> dict[str, Any] | None:
+    raw: dict[str, Any] = messages_to_dict([message])[0]
+    try:
+        json.dumps(raw, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return raw
+
+
+def _neutral(message: BaseMessage) -> Message | None:
+    if isinstance(message, RemoveMessage):
+        return None
+    text = str(message.text)  # langchain-core 1.x: a TextAccessor (a str subclass), not JSON
+    if isinstance(message, AIMessage):
+        calls = [
+            ToolCall(c.get("id") or "", c["name"], dict(c["args"])) for c in message.tool_calls
+        ]
+        return Message("assistant", text, tool_calls=calls)
+    if isinstance(message, ToolMessage):
+        content: Any = message.content
+        return Message(
+            "tool",
+            tool_results=[
+                ToolResult(message.tool_call_id, content, message.name, message.status == "error")
+            ],
+        )
+    if isinstance(message, SystemMessage):
+        return Message("system", text)
+    if isinstance(message, ChatMessage):
+        role = _CHAT_ROLES.get(message.role.lower(), "user")
+        if role == "tool":  # a ChatMessage cannot name the call it answers: keep it as text
+            role = "user"
+        return Message(role, text)
+    return Message("user", text)
+
+
+def to_messages(messages: Sequence[BaseMessage]) -> list[Message]:
+    """The neutral form of LangChain ``messages``, each with its ``raw`` JSON (see the module
+    docstring). ``RemoveMessage`` entries are left out."""
+    out: list[Message] = []
+    for message in messages:
+        neutral = _neutral(message)
+        if neutral is None:
+            continue
+        neutral.framework = FRAMEWORK
+        neutral.raw = _raw(message)
+        if neutral.raw is None:
+            neutral.meta["lossy"] = True
+        out.append(neutral)
+    return out
+
+
+def _exact(message: Message) -> bool:
+    return (
+        message.framework == FRAMEWORK
+        and isinstance(message.raw, dict)
+        and not message.meta.get("trimmed")
+        and not message.meta.get(EDITED)
+    )
+
+
+def _content(value: Any) -> str | list[str | dict[str, Any]]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str | dict) for v in value):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _from_neutral(message: Message) -> list[BaseMessage]:
+    if message.role == "assistant":
+        calls = [{"name": c.name, "args": dict(c.args), "id": c.id} for c in message.tool_calls]
+        if not message.text and not calls:
+            return []
+        return [AIMessage(content=message.text, tool_calls=calls)]
+    if message.role == "tool":
+        return [
+            ToolMessage(
+                content=_content(r.content),
+                tool_call_id=r.id,
+                name=r.name,
+                status="error" if r.is_error else "success",
+            )
+            for r in message.tool_results
+        ]
+    if message.role == "system":
+        return [SystemMessage(content=message.text)] if message.text else []
+    return [HumanMessage(content=message.text)]
+
+
+def from_messages(messages: Iterable[Message]) -> list[BaseMessage]:
+    """LangChain messages for neutral ``messages`` (a window): exact from ``raw`` where this
+    adapter wrote the message and nothing changed it since, else rebuilt from the neutral form
+    (a ``tool`` message of several results becomes one ``ToolMessage`` per result)."""
+    out: list[BaseMessage] = []
+    for message in messages:
+        if _exact(message):
+            out.extend(messages_from_dict([message.raw]))
+        else:
+            out.extend(_from_neutral(message))
+    return out

@@ -1,0 +1,545 @@
+"""``MemoryMiddleware``: memory as a native ``create_agent`` middleware.
+
+``create_agent(model, tools, middleware=[MemoryMiddleware(memory)])``. For every run of the
+agent, however it is called (``invoke``, ``ainvoke``, ``stream``, ``astream``, ``batch`` ...):
+
+``before_agent``
+    decides the run's scope (:meth:`MemoryMiddleware.resolve_scope`) or raises
+    :class:`~memory_adapters.NoScope`, calls ``run_started``, loads the budgeted window of the
+    stored conversation into the middleware's private per-run state (never into the graph
+    state, so never into a checkpoint), and persists the run's input.
+``wrap_model_call`` / ``awrap_model_call``
+    shows the model the window, then the run's own messages, and adds to the system message
+    the memory's fragments (tool guidance, optionally the user's facts most relevant to the
+    prompt, the rendered working memory); runs the ``before_model_call`` hook when a plugin
+    implements it.
+``tools``
+    the long-term memory tools (:mod:`.tools`); ``wrap_tool_call`` makes the run active around
+    every tool call, so the memory tools reach the run's scope and a wrapped agent called from a
+    tool becomes a sub-agent on a fork of the run's working memory; it persists each tool
+    result as soon as the tool returns.
+``after_model`` / ``before_model`` / ``after_agent``
+    persist what each step added (the model's message, tool results), each step as a batch of
+    its own, so that a run that raises keeps what completed; ``after_agent`` calls
+    ``run_finished`` and merges a sub-agent's fork back.
+
+Messages of the graph state that earlier runs stored (a LangGraph checkpointer keeps them in
+the thread's state) are recognised and neither stored again nor shown twice: the model sees the
+stored window in their place. The middleware keeps, in two private state keys
+(``memory_run``, ``memory_mark``: omitted from the agent's input and output), which run is
+going on and the id of the last message it stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, NotRequired, cast
+
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ModelCallResult,
+    ModelRequest,
+    ModelResponse,
+    PrivateStateAttr,
+)
+from langchain_core.messages import (
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.tools import BaseTool
+from langgraph.config import get_config
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from memory_adapters import InvalidInput, Memory
+from memory_adapters.run import (
+    SUB_CONVERSATIONS,
+    RunLifecycle,
+    RunScope,
+    SubConversation,
+    active_run,
+)
+from memory_adapters.steps import Plan, drive_async, drive_sync
+from memory_adapters.validation import check_positive_int
+from memory_adapters.window import SUMMARY_PREFIX
+from memory_adapters.working import POLICIES, MergePolicy
+
+from .mapping import EDITED, FRAMEWORK, from_messages, to_messages
+from .scope import awaited, call_resolvers, checked, framework_values, run_where
+from .tools import memory_tools
+
+log = logging.getLogger("memory_adapters.langchain")
+
+Resolver = str | Callable[[Runtime[Any]], Awaitable[str | None] | str | None] | None
+"""A scope value: a fixed string, a callable (sync, or async for async runs) computing it from
+the run's LangGraph ``Runtime`` (``runtime.context``, ``runtime.execution_info``; the run's
+config is ``langgraph.config.get_config()``), returning ``None`` to leave it to the next
+source, or ``None``."""
+
+MAX_RUNS = 1024
+"""How many runs' private state one middleware keeps at most (a run that raised never says it
+ended; the oldest are dropped first, and rebuilt from the store if their run goes on)."""
+
+
+class MemoryState(AgentState[Any]):
+    """The agent state keys the middleware adds, both private (not in input or output)."""
+
+    memory_run: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    """The run the state belongs to (a key of the middleware's private per-run state)."""
+    memory_mark: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    """The id of the last state message the memory stored."""
+
+
+@dataclass(slots=True)
+class _Run:
+    """The middleware's private state for one run: never in the graph state."""
+
+    lifecycle: RunLifecycle
+    window: list[BaseMessage]
+    old: set[str]
+    """Ids of state messages that were stored before the run (a checkpointer's history)."""
+    stored: set[str] = field(default_factory=set)
+    """Ids of state messages the run has stored."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _config() -> dict[str, Any]:
+    try:
+        return cast(dict[str, Any], get_config())
+    except RuntimeError:  # not inside a runnable
+        return {}
+
+
+class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
+    """Durable, budgeted memory for a ``create_agent`` agent (see the module docstring).
+
+    Scope. ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are each a string
+    or a *resolver* (see :data:`Resolver`). For each value the first source that gives one
+    wins: the value or resolver given here; the runtime context's attribute (or key) of that
+    name (``conversation_id`` also as ``thread_id``); the run config's ``configurable`` entry
+    (``thread_id`` for the conversation, ``user_id``, ``agent_id``); the ``Memory``'s session.
+    A run of a memory agent started from a tool of another one is a sub-agent: it starts from
+    the parent run's scope on the working-memory fork ``name`` (default: the agent's name), and
+    its messages go to a child conversation (``sub_conversation``) unless its config names a
+    ``thread_id`` of its own. A run with no conversation raises
+    :class:`~memory_adapters.NoScope`.
+
+    Options. ``history`` shows the model the stored window, within ``history_tokens``
+    (default: the ``Memory``'s) and ``max_messages``; ``tools`` gives the model the long-term
+    memory tools and their guidance; ``preload_facts`` puts up to that many of the user's facts
+    most relevant to the prompt in the system message (0: off); ``working`` renders the working
+    memory there; ``merge`` is the policy a sub-agent's fork is merged into its parent by when
+    the sub-agent's run succeeds (``None``: never).
+    """
+
+    state_schema = MemoryState
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        user_id: Resolver = None,
+        conversation_id: Resolver = None,
+        agent_id: Resolver = None,
+        namespace: Resolver = None,
+        history: bool = True,
+        history_tokens: int | None = None,
+        max_messages: int | None = None,
+        tools: bool = True,
+        preload_facts: int = 0,
+        working: bool = True,
+        name: str | None = None,
+        sub_conversation: SubConversation = "child",
+        merge: MergePolicy | None = "child",
+    ) -> None:
+        if not isinstance(memory, Memory):
+            raise TypeError(f"MemoryMiddleware needs a memory_adapters.Memory, not {memory!r}")
+        check_positive_int(preload_facts, "preload_facts", allow_zero=True)
+        for value, what in ((history_tokens, "history_tokens"), (max_messages, "max_messages")):
+            if value is not None:
+                check_positive_int(value, what, allow_zero=True)
+        if sub_conversation not in SUB_CONVERSATIONS:
+            raise InvalidInput(
+                f"sub_conversation must be one of {SUB_CONVERSATIONS}, not {sub_conversation!r}"
+            )
+        if merge is not None and merge not in POLICIES:
+            raise InvalidInput(f"merge must be one of {POLICIES} or None, not {merge!r}")
+        self.memory = memory
+        self.user_id = user_id
+        self.conversation_id = conversation_id
+        self.agent_id = agent_id
+        self.namespace = namespace
+        self.history = history
+        self.history_tokens = history_tokens
+        self.max_messages = max_messages
+        self.use_tools = tools
+        self.preload_facts = preload_facts
+        self.working = working
+        self.agent_name = name
+        self.sub_conversation = sub_conversation
+        self.merge = merge
+        self.tools: Sequence[BaseTool] = memory_tools(memory) if tools else []
+        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- scope ------------------------------------------------------------------------------
+
+    def _resolvers(self) -> dict[str, Resolver]:
+        return {
+            "user_id": self.user_id,
+            "conversation_id": self.conversation_id,
+            "agent_id": self.agent_id,
+            "namespace": self.namespace,
+        }
+
+    def _where(self, runtime: Runtime[Any], resolved: dict[str, Any], run_id: str) -> RunScope:
+        info = getattr(runtime, "execution_info", None)
+        found = framework_values(
+            _config(), getattr(runtime, "context", None), getattr(info, "thread_id", None)
+        )
+        return run_where(
+            self.memory,
+            checked(resolved),
+            found,
+            run_id=run_id,
+            name=self._agent(),
+            sub_conversation=self.sub_conversation,
+        )
+
+    def _agent(self) -> str | None:
+        name = self.agent_name or (_config().get("metadata") or {}).get("lc_agent_name")
+        return name if isinstance(name, str) else None
+
+    def resolve_scope(self, runtime: Runtime[Any], run_id: str = "") -> RunScope:
+        """Where the memory of the run ``runtime`` belongs to is (see the class docstring);
+        async resolvers need :meth:`aresolve_scope`."""
+        resolved = call_resolvers(self._resolvers(), runtime, allow_async=False)
+        return self._where(runtime, resolved, run_id or uuid.uuid4().hex)
+
+    async def aresolve_scope(self, runtime: Runtime[Any], run_id: str = "") -> RunScope:
+        """Async :meth:`resolve_scope` (resolvers may be async)."""
+        resolved = await awaited(call_resolvers(self._resolvers(), runtime, allow_async=True))
+        return self._where(runtime, resolved, run_id or uuid.uuid4().hex)
+
+    # -- private per-run state --------------------------------------------------------------
+
+    def _lifecycle(self, where: RunScope, run_id: str) -> RunLifecycle:
+        options: dict[str, Any] = {}
+        if self.history_tokens is not None:
+            options["max_tokens"] = self.history_tokens
+        if self.max_messages is not None:
+            options["max_messages"] = self.max_messages
+        return RunLifecycle(
+            self.memory,
+            where,
+            framework=FRAMEWORK,
+            run_id=run_id,
+            agent=self._agent(),
+            parent=active_run(self.memory),
+            merge=self.merge,
+            window_options=options,
+        )
+
+    def _keep(self, key: str, run: _Run) -> None:
+        with self._lock:
+            self._runs[key] = run
+            while len(self._runs) > MAX_RUNS:
+                self._runs.popitem(last=False)
+
+    def _find(self, state: Any) -> _Run | None:
+        key = state.get("memory_run") if isinstance(state, dict) else None
+        if not isinstance(key, str):
+            return None
+        with self._lock:
+            return self._runs.get(key)
+
+    def _begin(self, lifecycle: RunLifecycle, state: Any) -> Plan[tuple[_Run, dict[str, Any]]]:
+        """Start the run: load the window, store the run's input. The plan of ``before_agent``."""
+        yield from lifecycle._start()
+        window: list[BaseMessage] = []
+        if self.history:
+            loaded = yield from lifecycle._window({})
+            window = from_messages(loaded.messages())
+        messages: list[AnyMessage] = list(state.get("messages") or [])
+        run = _Run(lifecycle, window, _earlier(messages, state.get("memory_mark"), window))
+        update = yield from self._store_new(run, messages)
+        return run, {"memory_run": lifecycle.run.run_id, **update}
+
+    def _resume(self, state: Any, runtime: Any) -> _Run:
+        """The run's private state, rebuilt from the store when this process does not hold it
+        (a run resumed after an interrupt, or one of more than ``MAX_RUNS`` at once)."""
+        found = self._find(state)
+        if found is not None:
+            return found
+        key = state.get("memory_run") if isinstance(state, dict) else None
+        run_id = key if isinstance(key, str) else uuid.uuid4().hex
+        lifecycle = self._lifecycle(self.resolve_scope(runtime, run_id), run_id)
+        run, _ = drive_sync(self._begin(lifecycle, state), self.memory.store, self.memory.hooks)
+        self._keep(run_id, run)
+        return run
+
+    async def _aresume(self, state: Any, runtime: Any) -> _Run:
+        found = self._find(state)
+        if found is not None:
+            return found
+        key = state.get("memory_run") if isinstance(state, dict) else None
+        run_id = key if isinstance(key, str) else uuid.uuid4().hex
+        lifecycle = self._lifecycle(await self.aresolve_scope(runtime, run_id), run_id)
+        run, _ = await drive_async(
+            self._begin(lifecycle, state), self.memory.store, self.memory.hooks
+        )
+        self._keep(run_id, run)
+        return run
+
+    # -- persistence --------------------------------------------------------------------------
+
+    def _claim(self, run: _Run, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+        """The messages not stored yet, now marked as stored by the caller."""
+        new: list[BaseMessage] = []
+        with run.lock:
+            for m in messages:
+                if m.id is None or m.id in run.old or m.id in run.stored:
+                    continue
+                run.stored.add(m.id)
+                new.append(m)
+        return new
+
+    def _store_new(self, run: _Run, messages: Sequence[AnyMessage]) -> Plan[dict[str, Any]]:
+        """Store the state messages the run has not stored; the state update of the mark."""
+        new = self._claim(run, messages)
+        if new:
+            yield from run.lifecycle._save(to_messages(new))
+        last = messages[-1].id if messages else None
+        return {"memory_mark": last} if last is not None else {}
+
+    def _step(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        run = self._resume(state, runtime)
+        plan = self._store_new(run, list(state.get("messages") or []))
+        return drive_sync(plan, self.memory.store, self.memory.hooks) or None
+
+    async def _astep(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        run = await self._aresume(state, runtime)
+        plan = self._store_new(run, list(state.get("messages") or []))
+        return await drive_async(plan, self.memory.store, self.memory.hooks) or None
+
+    def _end(self, run: _Run, state: Any) -> Plan[dict[str, Any]]:
+        update = yield from self._store_new(run, list(state.get("messages") or []))
+        yield from run.lifecycle._finish([])
+        with self._lock:
+            self._runs.pop(run.lifecycle.run.run_id, None)
+        return update
+
+    # -- node hooks ---------------------------------------------------------------------------
+
+    def before_agent(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Start the run: its scope, its window, its input stored."""
+        run_id = uuid.uuid4().hex
+        lifecycle = self._lifecycle(self.resolve_scope(runtime, run_id), run_id)
+        run, update = drive_sync(
+            self._begin(lifecycle, state), self.memory.store, self.memory.hooks
+        )
+        self._keep(run_id, run)
+        return update
+
+    async def abefore_agent(
+        self, state: MemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async :meth:`before_agent`."""
+        run_id = uuid.uuid4().hex
+        lifecycle = self._lifecycle(await self.aresolve_scope(runtime, run_id), run_id)
+        run, update = await drive_async(
+            self._begin(lifecycle, state), self.memory.store, self.memory.hooks
+        )
+        self._keep(run_id, run)
+        return update
+
+    def before_model(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Store the last step's tool results, if the tools did not already."""
+        return self._step(state, runtime)
+
+    async def abefore_model(
+        self, state: MemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async :meth:`before_model`."""
+        return await self._astep(state, runtime)
+
+    def after_model(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Store the model's message."""
+        return self._step(state, runtime)
+
+    async def aafter_model(
+        self, state: MemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async :meth:`after_model`."""
+        return await self._astep(state, runtime)
+
+    def after_agent(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Store what is left, call ``run_finished``, merge a sub-agent's fork back."""
+        run = self._resume(state, runtime)
+        return drive_sync(self._end(run, state), self.memory.store, self.memory.hooks) or None
+
+    async def aafter_agent(
+        self, state: MemoryState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        """Async :meth:`after_agent`."""
+        run = await self._aresume(state, runtime)
+        return (
+            await drive_async(self._end(run, state), self.memory.store, self.memory.hooks) or None
+        )
+
+    # -- the model call -----------------------------------------------------------------------
+
+    def _request(self, run: _Run, request: ModelRequest[Any]) -> tuple[list[BaseMessage], str]:
+        """The messages the model is shown, and the text of the prompt (for preloaded facts)."""
+        own = [m for m in request.messages if m.id is None or m.id not in run.old]
+        window = run.window
+        if own and window:
+            ids = {m.id for m in own if m.id is not None}
+            window = [m for m in window if m.id is None or m.id not in ids]
+        prompt = next((m.text for m in reversed(own) if isinstance(m, HumanMessage)), "")
+        return [*window, *own], prompt
+
+    def _fragments_plan(
+        self, run: _Run, messages: list[BaseMessage], prompt: str
+    ) -> Plan[tuple[list[BaseMessage], list[str]]]:
+        lifecycle = run.lifecycle
+        fragments: list[str] = yield from lifecycle._fragments(
+            prompt or None, self.use_tools, self.preload_facts, self.working
+        )
+        if "before_model_call" in self.memory.pm.implemented:
+            neutral = to_messages(messages)
+            before = [m.to_dict() for m in neutral]
+            yield from lifecycle._before_model_call(neutral, fragments)
+            if [m.to_dict() for m in neutral] != before:
+                for m in neutral:
+                    m.meta[EDITED] = True
+                messages = from_messages(neutral)
+        return messages, fragments
+
+    def _override(
+        self, request: ModelRequest[Any], messages: list[BaseMessage], fragments: list[str]
+    ) -> ModelRequest[Any]:
+        system = request.system_message
+        kept: list[BaseMessage] = []
+        notes: list[str] = []
+        for m in messages:  # system messages of the window join the request's system message
+            if isinstance(m, SystemMessage):
+                if m.text.startswith(SUMMARY_PREFIX) or system is None:
+                    notes.append(m.text)
+            else:
+                kept.append(m)
+        extra = "\n\n".join(t for t in [*notes, *fragments] if t)
+        if extra:
+            if system is None:
+                system = SystemMessage(content=extra)
+            elif isinstance(system.content, str):
+                system = SystemMessage(content=f"{system.content}\n\n{extra}")
+            else:
+                system = SystemMessage(content=[*system.content, {"type": "text", "text": extra}])
+        return request.override(messages=cast(list[AnyMessage], kept), system_message=system)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelCallResult[Any]:
+        """Show the model the window and the memory's system-message fragments."""
+        run = self._resume(request.state, request.runtime)
+        messages, prompt = self._request(run, request)
+        messages, fragments = drive_sync(
+            self._fragments_plan(run, messages, prompt), self.memory.store, self.memory.hooks
+        )
+        with run.lifecycle.activate():
+            return handler(self._override(request, messages, fragments))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelCallResult[Any]:
+        """Async :meth:`wrap_model_call`."""
+        run = await self._aresume(request.state, request.runtime)
+        messages, prompt = self._request(run, request)
+        messages, fragments = await drive_async(
+            self._fragments_plan(run, messages, prompt), self.memory.store, self.memory.hooks
+        )
+        with run.lifecycle.activate():
+            return await handler(self._override(request, messages, fragments))
+
+    # -- tool calls ---------------------------------------------------------------------------
+
+    def _tool_result(self, run: _Run, result: ToolMessage | Command[Any]) -> list[BaseMessage]:
+        if not isinstance(result, ToolMessage):
+            return []  # a Command's messages are stored by the next step, from the state
+        if result.id is None:  # the id the state will keep, so the next step knows it
+            result.id = str(uuid.uuid4())
+        return self._claim(run, [result])
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the tool with the run active; store its result as soon as it returns."""
+        run = self._resume(request.state, request.runtime)
+        with run.lifecycle.activate():
+            result = handler(request)
+        new = self._tool_result(run, result)
+        if new:
+            with _logged(run):
+                run.lifecycle.save(to_messages(new))
+        return result
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async :meth:`wrap_tool_call`."""
+        run = await self._aresume(request.state, request.runtime)
+        with run.lifecycle.activate():
+            result = await handler(request)
+        new = self._tool_result(run, result)
+        if new:
+            with _logged(run):
+                await run.lifecycle.asave(to_messages(new))
+        return result
+
+    def __repr__(self) -> str:
+        return f"MemoryMiddleware(memory={self.memory!r})"
+
+
+def _earlier(messages: Sequence[BaseMessage], mark: Any, window: Sequence[BaseMessage]) -> set[str]:
+    """Ids of the state messages stored before this run: those up to the mark a previous run
+    left in the state (a checkpointer's thread), and any the window holds."""
+    old = {m.id for m in window if m.id is not None}
+    if isinstance(mark, str):
+        for i, m in enumerate(messages):
+            if m.id == mark:
+                old.update(x.id for x in messages[: i + 1] if x.id is not None)
+                break
+    return old
+
+
+@contextlib.contextmanager
+def _logged(run: _Run) -> Iterator[None]:
+    """A tool's result that cannot be stored now is stored by the next step instead."""
+    try:
+        yield
+    except Exception as exc:
+        log.warning(
+            "could not store a tool result of run %s now; the next step will: %r",
+            run.lifecycle.run.run_id,
+            exc,
+        )

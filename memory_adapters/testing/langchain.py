@@ -58,7 +58,8 @@ class ScriptedChatModel(BaseChatModel):
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(self, script: Sequence[ScriptEntry] = (), **kwargs: Any) -> None:
-        super().__init__(script=list(script), **kwargs)
+        fields: dict[str, Any] = {"script": list(script), **kwargs}
+        super().__init__(**fields)
 
     @property
     def _llm_type(self) -> str:

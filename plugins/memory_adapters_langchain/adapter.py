@@ -27,7 +27,10 @@ class LangChainAdapter:
             from langgraph.pregel import Pregel
         except ImportError:
             return False
-        return isinstance(obj, Pregel) and "messages" in obj.channels
+        if isinstance(obj, Pregel):
+            return "messages" in obj.channels
+        graph = sys.modules.get(f"{__package__}.graph")  # a MemoryGraph to wrap again
+        return graph is not None and isinstance(obj, graph.MemoryGraph)
 
     def wrap(self, obj: Any, memory: Memory, **options: Any) -> Any:
         """A ``MemoryGraph`` around ``obj``; ``options`` are ``MemoryGraph``'s."""

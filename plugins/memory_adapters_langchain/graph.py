@@ -36,6 +36,7 @@ from typing import Any, cast
 from langchain_core.messages import BaseMessage, convert_to_messages
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.pregel import Pregel
+from langgraph.types import Command
 
 from memory_adapters import InvalidInput, Memory
 from memory_adapters.run import (
@@ -209,7 +210,9 @@ class MemoryGraph(Runnable[Any, Any]):
         return list(ordered.values())
 
     def _passthrough(self, input: Any) -> bool:
-        return self.native or not isinstance(input, Mapping)
+        """Whether the run goes to the graph as it is: the graph has the middleware, or the
+        input is a ``Command`` (resuming an interrupted run of a checkpointed thread)."""
+        return self.native or isinstance(input, Command)
 
     # -- sync -------------------------------------------------------------------------------------
 

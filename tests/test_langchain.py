@@ -187,7 +187,7 @@ CHILD = textwrap.dedent(
         return "Earlier you said: " + " | ".join(earlier)
 
     memory = Memory(os.environ["URL"], store_options=json.loads(os.environ["OPTIONS"]))
-    agent = make_agent(ScriptedChatModel([answer]), middleware=[MemoryMiddleware(memory)])
+    agent = create_agent(ScriptedChatModel([answer]), middleware=[MemoryMiddleware(memory)])
     config = {"configurable": {"thread_id": "c-42", "user_id": "alice"}}
     out = agent.invoke({"messages": [("user", sys.argv[1])]}, config)
     print(out["messages"][-1].text)

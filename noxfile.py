@@ -22,6 +22,19 @@ SUITES: dict[str, tuple[list[str], list[str]]] = {
     ),
     "postgres": (["offline", "postgres"], ["tests/test_store_postgres.py"]),
     "mongo": (["offline", "mongo"], ["tests/test_store_mongo.py"]),
+    # the adapters run on every store, so their suites also need the stores' extras
+    "pydantic-ai": (
+        ["offline", "pydantic-ai", "postgres", "mongo"],
+        ["tests/test_pydantic_ai.py", "tests/test_pydantic_ai_store.py"],
+    ),
+    "langchain": (
+        ["offline", "langchain", "postgres", "mongo"],
+        [
+            "tests/test_langchain.py",
+            "tests/test_langchain_history.py",
+            "tests/test_langgraph_store.py",
+        ],
+    ),
 }
 
 
@@ -31,7 +44,7 @@ def tests(session: nox.Session, extra: str) -> None:
     """The tests of one extra, with only that extra installed."""
     extras, paths = SUITES[extra]
     session.install("-e", f".[{','.join(extras)}]", "pytest", "setuptools>=70.1")
-    if extra == "mongo":
+    if "mongo" in extras:
         session.install("mongomock", "mongomock-motor")
     session.run("python", "-m", "pytest", *(session.posargs or paths))
 

@@ -34,7 +34,7 @@ from memory_adapters_langchain import (
     memory_tools,
     to_messages,
 )
-from test_pydantic_ai_store import STORES, open_memory
+from stores import STORES, open_memory
 
 from memory_adapters import (
     InvalidInput,

@@ -5,69 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import uuid
-import warnings
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import mongomock
-import psycopg
 import pytest
 from memory_adapters_pydantic_ai import MemoryConversationStore
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+from stores import STORES, on_sync_loop, open_memory
 
 from memory_adapters import Memory
 from memory_adapters.testing.pydantic_ai import ConversationStoreConformance, sample_messages
 
-STORES = ["memory", "sqlite", "postgres", "mongo"]
-T = TypeVar("T")
-
-
-def on_sync_loop(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on the event loop pydantic-ai's sync entry points use (this thread's
-    current loop), so that a test mixing ``run_sync`` and async runs uses one loop. (The
-    PostgreSQL store opens an async pool per loop, closed when its loop shuts down; a loop
-    dropped without shutting down, as ``asyncio.run`` drops ``run_sync``'s, leaves it open.)"""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            loop = asyncio.get_event_loop()
-        except RuntimeError:
-            loop = None
-    if loop is None or loop.is_closed():
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
-    return loop.run_until_complete(coro)
-
-
-def open_memory(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
-    """A fresh Memory over one kind of store, closed (and its schema dropped) afterwards."""
-    if kind == "memory":
-        memory = Memory("memory://")
-    elif kind == "sqlite":
-        memory = Memory(f"sqlite:///{tmp_path / 'memory.db'}")
-    elif kind == "mongo":
-        memory = Memory(
-            "mongodb://localhost/ma_test", store_options={"client": mongomock.MongoClient()}
-        )
-    else:
-        url: str = request.getfixturevalue("postgres_url")
-        schema = "t_" + uuid.uuid4().hex[:12]
-        memory = Memory(url, store_options={"schema": schema})
-        try:
-            yield memory
-        finally:
-            on_sync_loop(memory.aclose())  # the async pool of run_sync's loop, and the rest
-            memory.close()
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        return
-    try:
-        yield memory
-    finally:
-        memory.close()
+__all__ = ["STORES", "on_sync_loop", "open_memory"]
 
 
 @pytest.fixture(params=STORES)

@@ -12,7 +12,9 @@ agent, however it is called (``invoke``, ``ainvoke``, ``stream``, ``astream``, `
     shows the model the window, then the run's own messages, and adds to the system message
     the memory's fragments (tool guidance, optionally the user's facts most relevant to the
     prompt, the rendered working memory); runs the ``before_model_call`` hook when a plugin
-    implements it.
+    implements it. System messages of the window join the system message: a summary of
+    evicted turns always, another framework's system prompt only when the agent has none of
+    its own (providers expect one system message, first).
 ``tools``
     the long-term memory tools (:mod:`.tools`); ``wrap_tool_call`` makes the run active around
     every tool call, so the memory tools reach the run's scope and a wrapped agent called from a

@@ -14,9 +14,11 @@ One LangChain message is one neutral message:
 
 Every message carries ``framework="langchain"`` and ``raw``, LangChain's own JSON form
 (``messages_to_dict``), so that reading back (:func:`from_messages`) gives LangChain exactly the
-message it wrote, with its id, metadata and content blocks. A message whose ``raw`` cannot be
-JSON (an ``artifact`` or ``additional_kwargs`` holding objects) is kept in the neutral form only,
-marked ``meta["lossy"] = True``. A message written by another framework (pydantic-ai), a summary,
+message it wrote, with its id, metadata and content blocks. Python values that JSON stands for
+(tuples, ``str`` and ``int`` subclasses such as enums) are stored as that plain JSON, in ``raw``,
+tool-call args and tool results alike. A message whose ``raw`` cannot be JSON (an ``artifact``
+or ``additional_kwargs`` holding objects) is kept in the neutral form only, marked
+``meta["lossy"] = True``. A message written by another framework (pydantic-ai), a summary,
 or one the window trimmed or a hook edited is rebuilt from the neutral form.
 """
 
@@ -57,13 +59,20 @@ _CHAT_ROLES: dict[str, Role] = {
 }
 
 
+def _plain(value: Any) -> Any:
+    """``value`` as the plain JSON a store keeps (and reading back gives): tuples become lists,
+    ``str`` and ``int`` subclasses (enums, LangChain's ``TextAccessor``) plain ``str`` and
+    ``int``, and a value JSON cannot hold its ``str``."""
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str))
+
+
 def _raw(message: BaseMessage) -> dict[str, Any] | None:
-    raw: dict[str, Any] = messages_to_dict([message])[0]
-    try:
-        json.dumps(raw, allow_nan=False)
+    raw = messages_to_dict([message])[0]
+    try:  # a plain copy: ``json`` accepts tuples and str subclasses, which a store refuses
+        plain: dict[str, Any] = json.loads(json.dumps(raw, allow_nan=False))
     except (TypeError, ValueError):
         return None
-    return raw
+    return plain
 
 
 def _neutral(message: BaseMessage) -> Message | None:
@@ -72,11 +81,14 @@ def _neutral(message: BaseMessage) -> Message | None:
     text = str(message.text)  # langchain-core 1.x: a TextAccessor (a str subclass), not JSON
     if isinstance(message, AIMessage):
         calls = [
-            ToolCall(c.get("id") or "", c["name"], dict(c["args"])) for c in message.tool_calls
+            ToolCall(c.get("id") or "", c["name"], _plain(dict(c["args"])))
+            for c in message.tool_calls
         ]
         return Message("assistant", text, tool_calls=calls)
     if isinstance(message, ToolMessage):
         content: Any = message.content
+        if type(content) is not str:
+            content = _plain(content)
         return Message(
             "tool",
             tool_results=[
@@ -118,10 +130,17 @@ def _exact(message: Message) -> bool:
     )
 
 
-def _content(value: Any) -> str | list[str | dict[str, Any]]:
+def _content(value: Any, framework: str | None) -> str | list[str | dict[str, Any]]:
+    """A ``ToolMessage``'s content for a tool result's JSON ``value``: a string as it is, a list
+    of content blocks when LangChain wrote it, anything else (another framework's JSON: a dict,
+    a list, a number) as its JSON text."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list) and all(isinstance(v, str | dict) for v in value):
+    if (
+        framework == FRAMEWORK
+        and isinstance(value, list)
+        and all(isinstance(v, str | dict) for v in value)
+    ):
         return value
     return json.dumps(value, ensure_ascii=False)
 
@@ -135,7 +154,7 @@ def _from_neutral(message: Message) -> list[BaseMessage]:
     if message.role == "tool":
         return [
             ToolMessage(
-                content=_content(r.content),
+                content=_content(r.content, message.framework),
                 tool_call_id=r.id,
                 name=r.name,
                 status="error" if r.is_error else "success",
@@ -150,7 +169,8 @@ def _from_neutral(message: Message) -> list[BaseMessage]:
 def from_messages(messages: Iterable[Message]) -> list[BaseMessage]:
     """LangChain messages for neutral ``messages`` (a window): exact from ``raw`` where this
     adapter wrote the message and nothing changed it since, else rebuilt from the neutral form
-    (a ``tool`` message of several results becomes one ``ToolMessage`` per result)."""
+    (a ``tool`` message of several results becomes one ``ToolMessage`` per result, whose
+    content is the result's string, or its JSON text unless LangChain wrote it)."""
     out: list[BaseMessage] = []
     for message in messages:
         if _exact(message):

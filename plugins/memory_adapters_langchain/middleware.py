@@ -52,6 +52,7 @@ from langchain.agents.middleware.types import (
     PrivateStateAttr,
 )
 from langchain_core.messages import (
+    AIMessage,
     AnyMessage,
     BaseMessage,
     HumanMessage,
@@ -111,8 +112,13 @@ class _Run:
     window: list[BaseMessage]
     old: set[str]
     """Ids of state messages that were stored before the run (a checkpointer's history)."""
+    hidden: set[str]
+    """Ids of state messages the model is shown through the window instead."""
     stored: set[str] = field(default_factory=set)
     """Ids of state messages the run has stored."""
+    done: dict[str, ToolMessage] = field(default_factory=dict)
+    """Results of the current step's tool calls that returned, by call id: stored by the next
+    step in the order of the calls, or at once, in that order, when a sibling call raises."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -274,7 +280,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             loaded = yield from lifecycle._window({})
             window = from_messages(loaded.messages())
         messages: list[AnyMessage] = list(state.get("messages") or [])
-        run = _Run(lifecycle, window, _earlier(messages, state.get("memory_mark"), window))
+        old, hidden = _earlier(messages, state.get("memory_mark"), window)
+        run = _Run(lifecycle, window, old, hidden)
         update = yield from self._store_new(run, messages)
         return run, {"memory_run": lifecycle.run.run_id, **update}
 
@@ -284,24 +291,22 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         found = self._find(state)
         if found is not None:
             return found
-        key = state.get("memory_run") if isinstance(state, dict) else None
-        run_id = key if isinstance(key, str) else uuid.uuid4().hex
+        key, run_id = _resumed_key(state)
         lifecycle = self._lifecycle(self.resolve_scope(runtime, run_id), run_id)
         run, _ = drive_sync(self._begin(lifecycle, state), self.memory.store, self.memory.hooks)
-        self._keep(run_id, run)
+        self._keep(key, run)
         return run
 
     async def _aresume(self, state: Any, runtime: Any) -> _Run:
         found = self._find(state)
         if found is not None:
             return found
-        key = state.get("memory_run") if isinstance(state, dict) else None
-        run_id = key if isinstance(key, str) else uuid.uuid4().hex
+        key, run_id = _resumed_key(state)
         lifecycle = self._lifecycle(await self.aresolve_scope(runtime, run_id), run_id)
         run, _ = await drive_async(
             self._begin(lifecycle, state), self.memory.store, self.memory.hooks
         )
-        self._keep(run_id, run)
+        self._keep(key, run)
         return run
 
     # -- persistence --------------------------------------------------------------------------
@@ -319,6 +324,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
 
     def _store_new(self, run: _Run, messages: Sequence[AnyMessage]) -> Plan[dict[str, Any]]:
         """Store the state messages the run has not stored; the state update of the mark."""
+        with run.lock:  # the tools' results have reached the state by now
+            run.done.clear()
         new = self._claim(run, messages)
         if new:
             yield from run.lifecycle._save(to_messages(new))
@@ -338,8 +345,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     def _end(self, run: _Run, state: Any) -> Plan[dict[str, Any]]:
         update = yield from self._store_new(run, list(state.get("messages") or []))
         yield from run.lifecycle._finish([])
+        key = state.get("memory_run")
         with self._lock:
-            self._runs.pop(run.lifecycle.run.run_id, None)
+            self._runs.pop(key if isinstance(key, str) else run.lifecycle.run.run_id, None)
         return update
 
     # -- node hooks ---------------------------------------------------------------------------
@@ -404,7 +412,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
 
     def _request(self, run: _Run, request: ModelRequest[Any]) -> tuple[list[BaseMessage], str]:
         """The messages the model is shown, and the text of the prompt (for preloaded facts)."""
-        own = [m for m in request.messages if m.id is None or m.id not in run.old]
+        own = [m for m in request.messages if m.id is None or m.id not in run.hidden]
         window = run.window
         if own and window:
             ids = {m.id for m in own if m.id is not None}
@@ -481,26 +489,47 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
 
     # -- tool calls ---------------------------------------------------------------------------
 
-    def _tool_result(self, run: _Run, result: ToolMessage | Command[Any]) -> list[BaseMessage]:
-        if not isinstance(result, ToolMessage):
-            return []  # a Command's messages are stored by the next step, from the state
-        if result.id is None:  # the id the state will keep, so the next step knows it
-            result.id = str(uuid.uuid4())
-        return self._claim(run, [result])
+    def _returned(self, run: _Run, result: ToolMessage | Command[Any]) -> None:
+        """Hold a tool's result for the next step to store (a ``Command``'s messages reach the
+        state, and are stored from there)."""
+        if isinstance(result, ToolMessage):
+            if result.id is None:  # the id the state will keep, so the next step knows it
+                result.id = str(uuid.uuid4())
+            with run.lock:
+                run.done[result.tool_call_id] = result
+
+    def _siblings(self, run: _Run, request: ToolCallRequest) -> list[BaseMessage]:
+        """When a tool call raises: the results its sibling calls returned, in call order,
+        claimed for storing now (the step's state update is lost with the error)."""
+        calls: list[str] = []
+        for m in reversed(list((request.state or {}).get("messages") or [])):
+            if isinstance(m, AIMessage) and any(
+                c.get("id") == request.tool_call.get("id") for c in m.tool_calls
+            ):
+                calls = [c.get("id") or "" for c in m.tool_calls]
+                break
+        with run.lock:
+            done = [run.done[c] for c in calls if c in run.done]
+        return self._claim(run, done)
 
     def wrap_tool_call(
         self,
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        """Run the tool with the run active; store its result as soon as it returns."""
+        """Run the tool with the run active. Its result is stored by the next step, in call
+        order; if the call raises, the results its sibling calls returned are stored now."""
         run = self._resume(request.state, request.runtime)
-        with run.lifecycle.activate():
-            result = handler(request)
-        new = self._tool_result(run, result)
-        if new:
-            with _logged(run):
-                run.lifecycle.save(to_messages(new))
+        try:
+            with run.lifecycle.activate():
+                result = handler(request)
+        except Exception:
+            done = self._siblings(run, request)
+            if done:
+                with _logged(run, done):
+                    run.lifecycle.save(to_messages(done))
+            raise
+        self._returned(run, result)
         return result
 
     async def awrap_tool_call(
@@ -510,38 +539,60 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     ) -> ToolMessage | Command[Any]:
         """Async :meth:`wrap_tool_call`."""
         run = await self._aresume(request.state, request.runtime)
-        with run.lifecycle.activate():
-            result = await handler(request)
-        new = self._tool_result(run, result)
-        if new:
-            with _logged(run):
-                await run.lifecycle.asave(to_messages(new))
+        try:
+            with run.lifecycle.activate():
+                result = await handler(request)
+        except Exception:
+            done = self._siblings(run, request)
+            if done:
+                with _logged(run, done):
+                    await run.lifecycle.asave(to_messages(done))
+            raise
+        self._returned(run, result)
         return result
 
     def __repr__(self) -> str:
         return f"MemoryMiddleware(memory={self.memory!r})"
 
 
-def _earlier(messages: Sequence[BaseMessage], mark: Any, window: Sequence[BaseMessage]) -> set[str]:
-    """Ids of the state messages stored before this run: those up to the mark a previous run
-    left in the state (a checkpointer's thread), and any the window holds."""
-    old = {m.id for m in window if m.id is not None}
+def _earlier(
+    messages: Sequence[BaseMessage], mark: Any, window: Sequence[BaseMessage]
+) -> tuple[set[str], set[str]]:
+    """Ids of the state messages stored before this run (those up to the mark a previous run
+    left in the state, a checkpointer's thread, and any the window holds), and of those the
+    window stands in for: every state message up to the last one the window holds. Stored
+    messages after that one (a tool call the window left out because its result is not stored
+    yet, in a run resumed after an interrupt) are shown from the state."""
+    in_window = {m.id for m in window if m.id is not None}
+    old = set(in_window)
     if isinstance(mark, str):
         for i, m in enumerate(messages):
             if m.id == mark:
                 old.update(x.id for x in messages[: i + 1] if x.id is not None)
                 break
-    return old
+    last = max((i for i, m in enumerate(messages) if m.id in in_window), default=-1)
+    hidden = in_window | {m.id for m in messages[: last + 1] if m.id is not None}
+    return old, hidden
+
+
+def _resumed_key(state: Any) -> tuple[str, str]:
+    """The state's run key, and a fresh run id for the rebuilt lifecycle (its step batches
+    must not reuse the idempotency keys of the steps the first worker stored)."""
+    key = state.get("memory_run") if isinstance(state, dict) else None
+    return (key if isinstance(key, str) else uuid.uuid4().hex), uuid.uuid4().hex
 
 
 @contextlib.contextmanager
-def _logged(run: _Run) -> Iterator[None]:
-    """A tool's result that cannot be stored now is stored by the next step instead."""
+def _logged(run: _Run, messages: Sequence[BaseMessage]) -> Iterator[None]:
+    """Storing a failed step's completed results is best effort: the tool's own error is what
+    the caller must see."""
     try:
         yield
     except Exception as exc:
+        with run.lock:
+            run.stored.difference_update(m.id for m in messages if m.id is not None)
         log.warning(
-            "could not store a tool result of run %s now; the next step will: %r",
+            "could not store the completed tool results of run %s: %r",
             run.lifecycle.run.run_id,
             exc,
         )

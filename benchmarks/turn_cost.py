@@ -27,7 +27,9 @@ even the smallest conversation fills the budget before timing starts.
 
 Stores and peers are rows of :data:`SUBJECTS`, a registry of name -> factory; a new store
 (PostgreSQL, MongoDB) or a peer (langchain-postgres, pydantic-ai) is one more factory that
-returns an object implementing :class:`Subject`.
+returns an object implementing :class:`Subject`. Rows of kind ``"run"`` (``langchain_runs.py``)
+time a whole agent turn (load + model call + persist) instead, as one, at the sizes and turns
+their factory names (:func:`row_plan`).
 
 Run ``python benchmarks/turn_cost.py --help`` for the options; ``--quick`` is the CI smoke run.
 """
@@ -231,12 +233,13 @@ SUBJECTS: dict[str, SubjectFactory] = {
 """Rows of the benchmark, by ``--stores`` name. Stores that need a server or a driver add
 their rows from their own module (``postgres.py``, ``mongo.py``), only where the driver is
 installed. A subject's ``kind`` is ``"store"`` (memory-adapters; every store's window must be
-the same), ``"peer"`` (another library, loading whatever it loads) or ``"floor"`` (the raw
-driver round trips the work needs)."""
+the same), ``"peer"`` (another library, loading whatever it loads), ``"floor"`` (the raw
+driver round trips the work needs) or ``"run"`` (a whole agent turn, timed as one: its subject's
+``load_window`` does nothing and ``append`` runs the turn)."""
 
 
 def _optional_subjects() -> None:
-    for module in ("postgres", "mongo", "pydantic_ai_runs"):
+    for module in ("postgres", "mongo", "pydantic_ai_runs", "langchain_runs"):
         try:
             found = __import__(module).subjects()
         except ImportError:
@@ -255,11 +258,26 @@ COMPARISONS: tuple[tuple[str, str, str], ...] = (
         "memory",
         "pydantic-ai InMemoryConversationStore / memory-adapters in-memory (times faster)",
     ),
+    (
+        "agent-rwmh-lcpg",
+        "agent-mw",
+        "create_agent turn: RunnableWithMessageHistory + PostgresChatMessageHistory / "
+        "MemoryMiddleware (times faster)",
+    ),
+    (
+        "agent-rwmh-lcpg",
+        "agent-rwmh-ma",
+        "create_agent turn, RunnableWithMessageHistory: PostgresChatMessageHistory / "
+        "MemoryChatMessageHistory (times faster)",
+    ),
 )
 
 NOTES: dict[str, str] = {
     "mongo-fake": "mongomock is an in-process fake that scans every document on every query; "
     "this row checks the store end to end and says nothing about MongoDB's cost",
+    "agent-rwmh-lcpg": "RunnableWithMessageHistory reads the history twice per turn (as the "
+    "turn starts, and as it ends, to strip the history it prepended to the input), and "
+    "PostgresChatMessageHistory reads the whole session each time",
 }
 """Printed beside a store's ratio."""
 """Pairs (a, b) printed as a's median over b's median at every size both ran."""
@@ -435,6 +453,7 @@ def _line(cells: Sequence[str], store_width: int) -> str:
 
 
 def format_row(r: Row, store_width: int) -> str:
+    whole = r.kind == "run"  # one timing for the whole turn: no window / append split
     return _line(
         (
             r.store,
@@ -444,12 +463,37 @@ def format_row(r: Row, store_width: int) -> str:
             str(r.window_tokens),
             f"{r.median_us:.1f}",
             f"{r.p90_us:.1f}",
-            f"{r.window_median_us:.1f}",
-            f"{r.append_median_us:.1f}",
+            "-" if whole else f"{r.window_median_us:.1f}",
+            "-" if whole else f"{r.append_median_us:.1f}",
             f"{r.preload_s:.2f}",
         ),
         store_width,
     )
+
+
+def row_plan(factory: SubjectFactory, args: argparse.Namespace) -> tuple[tuple[int, ...], int, int]:
+    """(sizes, timed turns, least warm-up turns) for the row ``factory`` builds.
+
+    A factory may name its own, where the command line did not: ``sizes`` / ``quick_sizes``
+    (used instead of the default sizes), ``turns`` / ``quick_turns`` and ``quick_warmup``
+    (upper bounds on the default turns and warm-up). Whole agent turns cost far more than
+    store work, and the CI smoke run must stay short.
+    """
+    quick = "quick_" if args.quick else ""
+    sizes = tuple(args.sizes)
+    turns: int = args.turns
+    warmup: int = args.warmup
+    given: set[str] = getattr(args, "given", set())
+    own_sizes = getattr(factory, quick + "sizes", None)
+    if own_sizes is not None and "sizes" not in given:
+        sizes = tuple(sorted(set(own_sizes)))
+    own_turns = getattr(factory, quick + "turns", None)
+    if own_turns is not None and "turns" not in given:
+        turns = min(turns, own_turns)
+    own_warmup = getattr(factory, quick + "warmup", None)
+    if own_warmup is not None and "warmup" not in given:
+        warmup = min(warmup, own_warmup)
+    return sizes, turns, warmup
 
 
 def ratios(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
@@ -581,6 +625,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.stores is None:
         args.stores = list(SUBJECTS)
+    args.given = {k for k in ("sizes", "turns", "warmup") if getattr(args, k) is not None}
     if args.sizes is None:
         args.sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     if args.turns is None:
@@ -603,6 +648,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"python {env['python']} | sqlite {env['sqlite']} | tokenizer {env['tokenizer']} | "
         f"{env['platform']} | {env['cpus']} cpus"
     )
+    plans = {name: row_plan(SUBJECTS[name], args) for name in stores}
+    for plan in dict.fromkeys(
+        p for p in plans.values() if p != (tuple(sizes), args.turns, args.warmup)
+    ):
+        names = [n for n in stores if plans[n] == plan]
+        whole = all(getattr(SUBJECTS[n], "kind", "store") == "run" for n in names)
+        print(
+            f"{', '.join(names)}: sizes {','.join(map(str, plan[0]))}, {plan[1]} timed turns per "
+            f"size, >= {plan[2]} warm-up"
+            + ("; a whole agent turn (load + model call + persist) timed as one" if whole else "")
+        )
     print()
     width = max(len(s) for s in stores)
     print(_line([c for c, _ in _COLUMNS], width))
@@ -617,7 +673,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in stores:
             ctx = BenchContext(Path(tmp, name).resolve(), args.window_tokens)
             ctx.workdir.mkdir()
-            for row in measure_store(name, SUBJECTS[name], ctx, sizes, args.turns, args.warmup):
+            row_sizes, turns, warmup = plans[name]
+            for row in measure_store(name, SUBJECTS[name], ctx, row_sizes, turns, warmup):
                 rows.append(row)
                 print(format_row(row, width), flush=True)
 
@@ -627,7 +684,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(shapes) == 1 and not any(r.window_varied for r in own):
         ((msgs, toks),) = shapes
         print(f"window: {msgs} messages / {toks} tokens in every row (same work at every size)")
-    else:
+    elif own:
         print(
             "WARNING: the window differs between rows (* = varied between turns); the rows "
             "do not do the same work. Use more --warmup or a smaller --window-tokens."
@@ -644,6 +701,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         payload = {
             "benchmark": "turn_cost",
             "environment": env,
+            "plans": {
+                name: {"sizes": list(p[0]), "turns": p[1], "min_warmup": p[2]}
+                for name, p in plans.items()
+            },
             "rows": [asdict(r) for r in rows],
             "ratios": found,
             "comparisons": [{k: v for k, v in c.items() if k != "text"} for c in compared],

@@ -44,6 +44,7 @@ from .facts import Facts
 from .messages import AppendResult, Message
 from .scope import Scope
 from .steps import Plan, drive_async, drive_sync
+from .validation import check_positive_int
 from .working import POLICIES, MergePolicy, MergeReport, WorkingMemory
 
 if TYPE_CHECKING:
@@ -160,6 +161,34 @@ def run_scope(
             + (hint or "use memory.session(conversation_id=...) or give memory.wrap() a resolver")
         )
     return RunScope(scope, scope)
+
+
+def run_options(
+    *,
+    history_tokens: int | None,
+    max_messages: int | None,
+    sub_conversation: str,
+    merge: str | None,
+    preload_facts: int = 0,
+) -> dict[str, Any]:
+    """Check the options every adapter takes, raising
+    :class:`~memory_adapters.errors.InvalidInput` for a bad one, and return the window options
+    they give (``max_tokens``, ``max_messages``: what :class:`RunLifecycle` takes)."""
+    check_positive_int(preload_facts, "preload_facts", allow_zero=True)
+    window: dict[str, Any] = {}
+    for value, what, key in (
+        (history_tokens, "history_tokens", "max_tokens"),
+        (max_messages, "max_messages", "max_messages"),
+    ):
+        if value is not None:
+            window[key] = check_positive_int(value, what, allow_zero=True)
+    if sub_conversation not in SUB_CONVERSATIONS:
+        raise InvalidInput(
+            f"sub_conversation must be one of {SUB_CONVERSATIONS}, not {sub_conversation!r}"
+        )
+    if merge is not None and merge not in POLICIES:
+        raise InvalidInput(f"merge must be one of {POLICIES} or None, not {merge!r}")
+    return window
 
 
 class RunLifecycle:

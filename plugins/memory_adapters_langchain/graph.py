@@ -40,14 +40,13 @@ from langgraph.types import Command
 
 from memory_adapters import InvalidInput, Memory
 from memory_adapters.run import (
-    SUB_CONVERSATIONS,
     RunLifecycle,
     RunScope,
     SubConversation,
     active_run,
+    run_options,
 )
-from memory_adapters.validation import check_positive_int
-from memory_adapters.working import POLICIES, MergePolicy
+from memory_adapters.working import MergePolicy
 
 from .mapping import FRAMEWORK, from_messages, to_messages
 from .scope import Resolver, awaited, call_resolvers, checked, framework_values, run_where
@@ -113,15 +112,12 @@ class MemoryGraph(Runnable[Any, Any]):
             raise TypeError(f"MemoryGraph needs a memory_adapters.Memory, not {memory!r}")
         if not isinstance(graph, Pregel) or "messages" not in graph.channels:
             raise InvalidInput("MemoryGraph wraps a compiled LangGraph graph with a messages state")
-        for value, what in ((history_tokens, "history_tokens"), (max_messages, "max_messages")):
-            if value is not None:
-                check_positive_int(value, what, allow_zero=True)
-        if sub_conversation not in SUB_CONVERSATIONS:
-            raise InvalidInput(
-                f"sub_conversation must be one of {SUB_CONVERSATIONS}, not {sub_conversation!r}"
-            )
-        if merge is not None and merge not in POLICIES:
-            raise InvalidInput(f"merge must be one of {POLICIES} or None, not {merge!r}")
+        self.window_options = run_options(
+            history_tokens=history_tokens,
+            max_messages=max_messages,
+            sub_conversation=sub_conversation,
+            merge=merge,
+        )
         self.graph = graph
         self.memory = memory
         self.resolvers: dict[str, Resolver] = {
@@ -131,11 +127,6 @@ class MemoryGraph(Runnable[Any, Any]):
             "namespace": namespace,
         }
         self.history = history
-        self.window_options: dict[str, Any] = {}
-        if history_tokens is not None:
-            self.window_options["max_tokens"] = history_tokens
-        if max_messages is not None:
-            self.window_options["max_messages"] = max_messages
         self.agent_name = name
         self.sub_conversation = sub_conversation
         self.merge = merge

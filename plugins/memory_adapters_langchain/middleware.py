@@ -65,18 +65,17 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from memory_adapters import InvalidInput, Memory
+from memory_adapters import Memory
 from memory_adapters.run import (
-    SUB_CONVERSATIONS,
     RunLifecycle,
     RunScope,
     SubConversation,
     active_run,
+    run_options,
 )
 from memory_adapters.steps import Plan, drive_async, drive_sync
-from memory_adapters.validation import check_positive_int
 from memory_adapters.window import SUMMARY_PREFIX
-from memory_adapters.working import POLICIES, MergePolicy
+from memory_adapters.working import MergePolicy
 
 from .mapping import EDITED, FRAMEWORK, from_messages, to_messages
 from .scope import awaited, call_resolvers, checked, framework_values, run_where
@@ -173,16 +172,13 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     ) -> None:
         if not isinstance(memory, Memory):
             raise TypeError(f"MemoryMiddleware needs a memory_adapters.Memory, not {memory!r}")
-        check_positive_int(preload_facts, "preload_facts", allow_zero=True)
-        for value, what in ((history_tokens, "history_tokens"), (max_messages, "max_messages")):
-            if value is not None:
-                check_positive_int(value, what, allow_zero=True)
-        if sub_conversation not in SUB_CONVERSATIONS:
-            raise InvalidInput(
-                f"sub_conversation must be one of {SUB_CONVERSATIONS}, not {sub_conversation!r}"
-            )
-        if merge is not None and merge not in POLICIES:
-            raise InvalidInput(f"merge must be one of {POLICIES} or None, not {merge!r}")
+        self._window_options = run_options(
+            history_tokens=history_tokens,
+            max_messages=max_messages,
+            sub_conversation=sub_conversation,
+            merge=merge,
+            preload_facts=preload_facts,
+        )
         self.memory = memory
         self.user_id = user_id
         self.conversation_id = conversation_id
@@ -243,11 +239,6 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     # -- private per-run state --------------------------------------------------------------
 
     def _lifecycle(self, where: RunScope, run_id: str) -> RunLifecycle:
-        options: dict[str, Any] = {}
-        if self.history_tokens is not None:
-            options["max_tokens"] = self.history_tokens
-        if self.max_messages is not None:
-            options["max_messages"] = self.max_messages
         return RunLifecycle(
             self.memory,
             where,
@@ -256,7 +247,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             agent=self._agent(),
             parent=active_run(self.memory),
             merge=self.merge,
-            window_options=options,
+            window_options=self._window_options,
         )
 
     def _keep(self, key: str, run: _Run) -> None:

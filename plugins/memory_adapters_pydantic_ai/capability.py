@@ -49,17 +49,16 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT
 from pydantic_ai.toolsets import AbstractToolset
 
-from memory_adapters import InvalidInput, Memory
+from memory_adapters import Memory
 from memory_adapters.run import (
-    SUB_CONVERSATIONS,
     RunLifecycle,
     RunScope,
     SubConversation,
     active_run,
+    run_options,
     run_scope,
 )
-from memory_adapters.validation import check_positive_int
-from memory_adapters.working import POLICIES, MergePolicy
+from memory_adapters.working import MergePolicy
 
 from .mapping import EDITED, FRAMEWORK, from_messages, text_of, to_messages
 from .toolset import memory_toolset
@@ -128,6 +127,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     _text: str | None = field(default=None, repr=False, compare=False)
     _agent_name: str | None = field(default=None, repr=False, compare=False)
     _defaults: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+    _window_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __init__(
         self,
@@ -151,16 +151,13 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     ) -> None:
         if not isinstance(memory, Memory):
             raise TypeError(f"MemoryCapability needs a memory_adapters.Memory, not {memory!r}")
-        check_positive_int(preload_facts, "preload_facts", allow_zero=True)
-        for value, what in ((history_tokens, "history_tokens"), (max_messages, "max_messages")):
-            if value is not None:
-                check_positive_int(value, what, allow_zero=True)
-        if sub_conversation not in SUB_CONVERSATIONS:
-            raise InvalidInput(
-                f"sub_conversation must be one of {SUB_CONVERSATIONS}, not {sub_conversation!r}"
-            )
-        if merge is not None and merge not in POLICIES:
-            raise InvalidInput(f"merge must be one of {POLICIES} or None, not {merge!r}")
+        self._window_options = run_options(
+            history_tokens=history_tokens,
+            max_messages=max_messages,
+            sub_conversation=sub_conversation,
+            merge=merge,
+            preload_facts=preload_facts,
+        )
         self.memory = memory
         self.user_id = user_id
         self.conversation_id = conversation_id
@@ -278,11 +275,6 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         """A per-run copy bound to the run's scope; raises ``NoScope`` without a conversation."""
         where = await self.resolve_scope(ctx)
         run = self._copy()
-        options: dict[str, Any] = {}
-        if self.history_tokens is not None:
-            options["max_tokens"] = self.history_tokens
-        if self.max_messages is not None:
-            options["max_messages"] = self.max_messages
         model = getattr(ctx.model, "model_name", None)
         run._lifecycle = RunLifecycle(
             self.memory,
@@ -293,7 +285,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             model=model if isinstance(model, str) else None,
             parent=active_run(self.memory),
             merge=self.merge,
-            window_options=options,
+            window_options=self._window_options,
         )
         return run
 

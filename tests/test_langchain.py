@@ -345,27 +345,47 @@ def explode(reason: str) -> str:
 
 
 def test_a_tool_that_raises_leaves_the_completed_steps_stored(memory: Memory) -> None:
-    both = AIMessage(
-        content="",
-        tool_calls=[
-            {"name": "weather", "args": {"city": "Rome"}, "id": "ok-1"},
-            {"name": "explode", "args": {"reason": "boom"}, "id": "bad-1"},
-        ],
+    model = ScriptedChatModel(
+        [call_tool("weather", city="Rome"), call_tool("explode", reason="boom"), "recovered"]
     )
-    model = ScriptedChatModel([both, "recovered"])
     agent = with_middleware(memory, model, [weather, explode])
     config = {"configurable": {"thread_id": "f-1"}}
     with pytest.raises(Broken):
         agent.invoke({"messages": [("user", "go")]}, config)
     got = stored(memory, "f-1")
-    assert [m.role for m in got] == ["user", "assistant", "tool"]
-    assert [c.id for c in got[1].tool_calls] == ["ok-1", "bad-1"]
-    assert got[2].tool_results[0].id == "ok-1"
-    # the next run sees the completed turn without the call that was never answered
+    assert [m.role for m in got] == ["user", "assistant", "tool", "assistant"]
+    assert got[2].tool_results[0].content == "sunny in Rome"
+    assert got[3].tool_calls[0].name == "explode"
+    # the next run sees the completed steps without the call that was never answered
     agent.invoke({"messages": [("user", "again")]}, config)
     seen = [m for m in model.calls[-1] if not isinstance(m, SystemMessage)]
     check_pairs(seen)
-    assert seen[0].text == "go" and seen[-1].text == "again"
+    assert [type(m).__name__ for m in seen] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "HumanMessage",
+    ]
+
+
+def test_a_raising_call_keeps_the_results_its_sibling_calls_returned(memory: Memory) -> None:
+    both = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "weather", "args": {"city": "Rome"}, "id": "ok-1"},
+            {"name": "explode", "args": {"reason": "boom"}, "id": "bad-1"},
+            {"name": "weather", "args": {"city": "Oslo"}, "id": "ok-2"},
+        ],
+    )
+    agent = with_middleware(memory, ScriptedChatModel([both]), [weather, explode])
+    # one call at a time, in call order: the first has returned when the second raises
+    config = {"configurable": {"thread_id": "f-4"}, "max_concurrency": 1}
+    with pytest.raises(Broken):
+        agent.invoke({"messages": [("user", "go")]}, config)
+    got = stored(memory, "f-4")
+    assert [m.role for m in got] == ["user", "assistant", "tool"]
+    assert [c.id for c in got[1].tool_calls] == ["ok-1", "bad-1", "ok-2"]
+    assert got[2].tool_results[0].id == "ok-1"
 
 
 def test_a_wrapped_run_that_raises_keeps_its_input_marked_failed(local_memory: Memory) -> None:

@@ -31,6 +31,7 @@ from .errors import (
     TokenCountWarning,
     ToolArgumentError,
     UnknownScheme,
+    Unsupported,
     ValueTooLarge,
     VersionConflict,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "ToolResult",
     "ToolSpec",
     "UnknownScheme",
+    "Unsupported",
     "ValueTooLarge",
     "VersionConflict",
     "Window",

@@ -104,6 +104,11 @@ class PluginError(MemoryAdaptersError):
     """A plugin registered something invalid (for example a scheme twice)."""
 
 
+class Unsupported(MemoryAdaptersError, NotImplementedError):
+    """A store or an adapter was asked for something it does not do (for example a store
+    that cannot list fact scopes, or semantic search where only keyword search exists)."""
+
+
 # --- runtime -----------------------------------------------------------------------------
 
 

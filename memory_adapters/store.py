@@ -10,6 +10,7 @@ A store keeps three things, all keyed by strings the core has already validated
 * **summaries** of evicted ranges, each stored with the seq range it covers;
 * **facts** — (namespace, scope, key) → JSON text with a version, importance, optional
   expiry, keyword search. Working memory is kept as facts too (:mod:`.working`).
+  Optionally (:meth:`Store.list_fact_scopes`), the scopes that hold facts, by prefix.
 
 Subclass :class:`Store` and implement the sync methods; the async twins (``a`` + name)
 default to running the sync method in a worker thread. A store with a native async driver
@@ -24,10 +25,31 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from .errors import Unsupported
 from .facts import Fact
 from .messages import AppendResult, Entry, Record, Summary
 
 T = TypeVar("T")
+
+_MAX_CODE_POINT = 0x10FFFF
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string greater than every string that starts with ``prefix``, in code
+    point order (which is also UTF-8 byte order), or ``None`` when there is none (an empty
+    prefix, or one made only of U+10FFFF).
+
+    With it a store turns a prefix match into an index range,
+    ``prefix <= scope < prefix_upper_bound(prefix)``: exact, with no pattern syntax (no
+    ``LIKE`` wildcards) anywhere, so a ``%``, ``_`` or ``\\`` in the prefix is literal.
+    """
+    head = prefix.rstrip(chr(_MAX_CODE_POINT))
+    if not head:
+        return None
+    nxt = ord(head[-1]) + 1
+    if 0xD800 <= nxt <= 0xDFFF:  # surrogates are not characters: skip over them
+        nxt = 0xE000
+    return head[:-1] + chr(nxt)
 
 
 class Store(ABC):
@@ -168,6 +190,24 @@ class Store(ABC):
         """Unexpired facts of a scope matching any of ``terms`` (lower-case words), best first,
         with ``Fact.score`` set. Use the backend's own full-text machinery."""
 
+    def list_fact_scopes(
+        self, namespace: str, prefix: str, *, limit: int | None = None
+    ) -> list[str]:
+        """The distinct scopes of ``namespace`` that hold at least one unexpired fact and
+        whose scope string starts with ``prefix`` (``""``: all of them), sorted in code point
+        order, at most ``limit``.
+
+        The match is an exact string prefix: no character of ``prefix`` is a pattern (``%``,
+        ``_``, ``\\``, ``*``, ``.``, ``^`` ... are themselves). Optional: the default raises
+        :class:`~memory_adapters.errors.Unsupported`; the built-in stores implement it with an
+        index range (see :func:`prefix_upper_bound`). Adapters that map a framework's
+        hierarchical namespaces onto scopes (the LangGraph ``BaseStore``) need it.
+        """
+        raise Unsupported(
+            f"{type(self).__name__} cannot list fact scopes (it does not implement "
+            "Store.list_fact_scopes)"
+        )
+
     @abstractmethod
     def prune(self) -> int:
         """Delete expired facts now; return how many. Reads filter them out regardless."""
@@ -298,6 +338,12 @@ class Store(ABC):
     ) -> list[Fact]:
         """Async :meth:`search_facts`."""
         return await self._offload(self.search_facts, namespace, scope, terms, limit=limit)
+
+    async def alist_fact_scopes(
+        self, namespace: str, prefix: str, *, limit: int | None = None
+    ) -> list[str]:
+        """Async :meth:`list_fact_scopes`."""
+        return await self._offload(self.list_fact_scopes, namespace, prefix, limit=limit)
 
     async def aprune(self) -> int:
         """Async :meth:`prune`."""

@@ -12,6 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 from memory_adapters_postgres import PostgresStore
+from memory_adapters_postgres.schema import SCHEMA_VERSION
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from memory_adapters import InvalidId, Memory, Message, StoreUnavailable
@@ -154,7 +155,7 @@ def test_concurrent_migrations_are_safe(postgres_url: str) -> None:
             assert p.exitcode == 0
         with psycopg.connect(postgres_url) as conn:
             rows = conn.execute(f'SELECT version FROM "{schema}".schema_version').fetchall()
-        assert rows == [(1,)]
+        assert sorted(rows) == [(v,) for v in range(1, SCHEMA_VERSION + 1)]
     finally:
         _drop(postgres_url, schema)
 
@@ -217,6 +218,28 @@ def test_a_server_that_goes_away_mid_run_gives_a_clear_error_and_recovers() -> N
 def test_an_unreachable_server_is_a_clear_error_quickly() -> None:
     with pytest.raises(StoreUnavailable, match="cannot connect"):
         Memory("postgresql://postgres@127.0.0.1:1/none", store_options={"timeout": 1.0})
+
+
+def test_scope_listing_is_an_index_skip_scan(postgres_url: str) -> None:
+    """Listing the scopes under a prefix seeks each distinct scope in the index
+    ``(namespace, scope COLLATE "C")``, whatever the database's collation."""
+    schema = _schema()
+    try:
+        store = PostgresStore(postgres_url, schema=schema)
+        for i in range(300):
+            for key in ("a", "b"):
+                store.put_fact("ns", f"user:{i:03d}", key, '"v"', text="v")
+        assert store.list_fact_scopes("ns", "user:01") == [f"user:{i:03d}" for i in range(10, 20)]
+        step = next(store._list_fact_scopes("ns", "user:01"))
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'ANALYZE "{schema}".facts')
+            rows: list[Any] = conn.execute("EXPLAIN " + step.sql, step.params).fetchall()
+        plan = "\n".join(r[0] for r in rows)
+        assert "Index Only Scan using facts_by_scope" in plan, plan
+        assert "Seq Scan" not in plan, plan
+        store.close()
+    finally:
+        _drop(postgres_url, schema)
 
 
 def test_window_reads_are_index_range_scans(postgres_url: str) -> None:

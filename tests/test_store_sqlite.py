@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from memory_adapters_sqlite import SQLiteStore
+from memory_adapters_sqlite.store import scopes_sql
 
 from memory_adapters import Memory, Message, StoreUnavailable
 from memory_adapters.store import Store
@@ -84,6 +85,25 @@ def test_window_reads_are_index_range_scans(tmp_path: Path) -> None:
     )
     assert "SEARCH ma_messages USING PRIMARY KEY" in count_plan, count_plan
     assert "TEMP B-TREE" not in count_plan, count_plan
+    store.close()
+
+
+def test_scope_listing_is_an_index_skip_scan(tmp_path: Path) -> None:
+    """Listing the scopes under a prefix seeks each distinct scope in the unique index;
+    it never scans the facts."""
+    store = SQLiteStore(tmp_path / "scopes.db")
+    for i in range(50):
+        for key in ("a", "b", "c"):
+            store.put_fact("ns", f"user:{i:02d}", key, '"v"', text="v")
+    assert store.list_fact_scopes("ns", "user:1") == [f"user:{i}" for i in range(10, 20)]
+    db = sqlite3.connect(tmp_path / "scopes.db")
+    params = {"ns": "ns", "lo": "user:1", "hi": "user:2", "now": 0.0, "n": -1}
+    for bounded in (True, False):
+        plan = _plan(db, scopes_sql(bounded=bounded), params)
+        assert "USING COVERING INDEX sqlite_autoindex_ma_facts_1 (namespace=? AND scope>?" in (
+            plan
+        ), plan
+        assert "SCAN ma_facts" not in plan and "SCAN f" not in plan, plan
     store.close()
 
 

@@ -25,6 +25,7 @@ from memory_adapters import (
     Store,
     ToolCall,
     ToolResult,
+    Unsupported,
     ValueTooLarge,
     VersionConflict,
     hookimpl,
@@ -54,6 +55,92 @@ HOSTILE_KEYS = [
     "key with spaces",
     "k" * MAX_ID_LENGTH,
 ]
+
+SCOPE_NAMES = [
+    "user:alice",
+    "user:alice/agent:planner",
+    "user:alice2",
+    "user:bob",
+    "user:%",
+    "user:_",
+    "conversation:default::c-1",
+    "lg:a/",
+    "lg:a/b/",
+    "lg:ab/",
+    "%",
+    "%%",
+    "%x",
+    "_",
+    "_y",
+    "a_b",
+    "axb",
+    "a%b",
+    "\\",
+    "\\\\",
+    "a\\b",
+    "*",
+    "a*",
+    "a.b",
+    "a.c",
+    "ab",
+    "^a",
+    "$x",
+    "(x|y)",
+    "[a-z]",
+    "a+",
+    "a?",
+    "{1}",
+    "'; DROP TABLE ma_facts; --",
+    '"q"',
+    "ünïcødé ✓ 🦜",
+    "ü",
+    "u",
+    "a\U0010ffff",
+    "a\U0010ffffz",
+    "a\U0010ffff\U0010ffff",
+    "b",
+    "\ud7ff",
+    "\ud7ffx",
+    "\ue000",
+]
+"""Scope strings shaped like the library's own, and like SQL ``LIKE`` and regular-expression
+patterns, for :meth:`~memory_adapters.store.Store.list_fact_scopes`."""
+
+HOSTILE_PREFIXES = [
+    "",
+    "user:",
+    "user:alice",
+    "user:alice/",
+    "user:alice/agent:planner/more",
+    "lg:",
+    "lg:a",
+    "lg:a/",
+    "%",
+    "_",
+    "\\",
+    "a",
+    "a_",
+    "a%",
+    "a\\",
+    "a.",
+    ".",
+    ".*",
+    "*",
+    "^",
+    "$",
+    "(",
+    "[",
+    "[a-z]",
+    "'",
+    '"',
+    "ü",
+    "a\U0010ffff",
+    "\U0010ffff",
+    "\ud7ff",
+    "nothing starts like this",
+    *SCOPE_NAMES,
+]
+"""Prefixes that must match literally: every character is itself, never a pattern."""
 
 HOSTILE_VALUES: list[Any] = [
     {"$gt": ""},
@@ -546,6 +633,78 @@ class StoreConformance:
                 assert await memory.facts.aforget("tea")
 
         asyncio.run(go())
+
+    # -- listing fact scopes ----------------------------------------------------------------------
+
+    @staticmethod
+    def _lists_scopes(store: Store) -> None:
+        """Skip when the store does not offer the optional ``list_fact_scopes``."""
+        try:
+            store.list_fact_scopes("ns", "")
+        except Unsupported as exc:
+            pytest.skip(f"the store does not list fact scopes: {exc}")
+
+    @staticmethod
+    def _put(store: Store, namespace: str, scope: str, key: str = "k", **kw: Any) -> None:
+        store.put_fact(namespace, scope, key, '"v"', text="v", **kw)
+
+    def test_list_fact_scopes_matches_prefixes_literally(self, store: Store) -> None:
+        self._lists_scopes(store)
+        for scope in SCOPE_NAMES:
+            self._put(store, "ns", scope)
+        self._put(store, "ns", "user:alice", "second")  # two facts: the scope is listed once
+        expected = {p: sorted(s for s in SCOPE_NAMES if s.startswith(p)) for p in HOSTILE_PREFIXES}
+        for prefix, want in expected.items():
+            assert store.list_fact_scopes("ns", prefix) == want, prefix
+
+        async def listed() -> list[list[str]]:
+            return list(await asyncio.gather(*(store.alist_fact_scopes("ns", p) for p in expected)))
+
+        assert asyncio.run(listed()) == list(expected.values())
+
+    def test_list_fact_scopes_limit(self, store: Store) -> None:
+        self._lists_scopes(store)
+        for scope in SCOPE_NAMES:
+            self._put(store, "ns", scope)
+        everything = sorted(SCOPE_NAMES)
+        users = [s for s in everything if s.startswith("user:")]
+        for limit in (1, 2, 3, len(everything), len(everything) + 5):
+            assert store.list_fact_scopes("ns", "", limit=limit) == everything[:limit]
+            assert store.list_fact_scopes("ns", "user:", limit=limit) == users[:limit]
+            got = asyncio.run(store.alist_fact_scopes("ns", "user:", limit=limit))
+            assert got == users[:limit]
+
+    def test_list_fact_scopes_keeps_namespaces_apart(self, store: Store) -> None:
+        self._lists_scopes(store)
+        self._put(store, "ns", "user:alice")
+        self._put(store, "ns2", "user:alice")
+        self._put(store, "ns2", "only-in-ns2")
+        self._put(store, "n", "only-in-n")
+        self._put(store, "ns#working", "a/b")
+        assert store.list_fact_scopes("ns", "") == ["user:alice"]
+        assert store.list_fact_scopes("ns2", "") == ["only-in-ns2", "user:alice"]
+        assert store.list_fact_scopes("n", "") == ["only-in-n"]
+        assert store.list_fact_scopes("ns#working", "") == ["a/b"]
+        assert store.list_fact_scopes("nobody", "") == []
+        assert store.list_fact_scopes("%", "") == []
+        assert store.list_fact_scopes("n_", "") == []
+        assert asyncio.run(store.alist_fact_scopes("ns2", "only")) == ["only-in-ns2"]
+        store.delete_fact("ns2", "only-in-ns2", "k")  # a scope with no facts left is gone
+        assert store.list_fact_scopes("ns2", "") == ["user:alice"]
+
+    def test_list_fact_scopes_skips_expired_facts(self, store: Store) -> None:
+        self._lists_scopes(store)
+        soon = time.time() + 0.3
+        self._put(store, "ns", "dying", expires_at=soon)
+        self._put(store, "ns", "half", "old", expires_at=soon)
+        self._put(store, "ns", "half", "new")
+        self._put(store, "ns", "later", expires_at=time.time() + 3600)
+        while time.time() <= soon + 0.05:
+            time.sleep(0.1)
+        assert store.list_fact_scopes("ns", "") == ["half", "later"]
+        assert store.list_fact_scopes("ns", "d") == []
+        assert asyncio.run(store.alist_fact_scopes("ns", "")) == ["half", "later"]
+        assert store.list_fact_scopes("ns", "", limit=1) == ["half"]
 
     # -- working memory ---------------------------------------------------------------------------
 

@@ -259,6 +259,20 @@ class InMemoryStore(Store):
         scored.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3]))
         return [row.fact(key, float(score)) for score, _, _, key, row in scored[:limit]]
 
+    def list_fact_scopes(
+        self, namespace: str, prefix: str, *, limit: int | None = None
+    ) -> list[str]:
+        now = time.time()
+        with self._lock:
+            found = sorted(
+                scope
+                for (ns, scope), facts in self._facts.items()
+                if ns == namespace
+                and scope.startswith(prefix)
+                and any(row.live(now) for row in facts.values())
+            )
+        return found if limit is None else found[:limit]
+
     def prune(self) -> int:
         now = time.time()
         removed = 0

@@ -236,6 +236,29 @@ def search(
     return [_fact(d, float(-hits)) for hits, _, _, _, d in scored[:limit]]
 
 
+def scopes(namespace: str, prefix: str, limit: int | None) -> Plan[list[str]]:
+    """The distinct scopes of ``namespace`` holding unexpired facts, starting with
+    ``prefix``, sorted, at most ``limit``.
+
+    The prefix is an anchored regular expression of the escaped prefix (every character
+    literal), which MongoDB turns into a range on the index ``(scope, namespace, key)``; one
+    aggregation groups the matching facts by scope, sorts (binary order: code point order)
+    and limits on the server.
+    """
+    where: dict[str, Any] = {"namespace": namespace, "expires_at": _live(time.time())}
+    if prefix:
+        where = {"scope": {"$regex": "^" + re.escape(prefix)}, **where}
+    pipeline: list[dict[str, Any]] = [
+        {"$match": where},
+        {"$group": {"_id": "$scope"}},
+        {"$sort": {"_id": 1}},
+    ]
+    if limit is not None:
+        pipeline.append({"$limit": limit})
+    docs = yield Op(FACTS, "aggregate", (pipeline,))
+    return [d["_id"] for d in docs]
+
+
 def prune() -> Plan[int]:
     """Delete every expired fact now (the TTL index would, a minute or two later)."""
     now = time.time()

@@ -41,7 +41,8 @@ COLLECTIONS = (BATCHES, HEADS, SUMMARIES, FACTS)
 class Op:
     """Call ``method(*args, **kwargs)`` on collection ``collection`` (``""``: the database).
 
-    ``method`` is a pymongo method name; ``"find"`` returns the list of documents.
+    ``method`` is a pymongo method name; ``"find"`` and ``"aggregate"`` return the list of
+    documents.
     """
 
     collection: str
@@ -105,18 +106,25 @@ def translate(exc: BaseException) -> BaseException:
     return exc
 
 
+_CURSORS = ("find", "aggregate")
+"""Methods that return a cursor, which the drivers turn into a list."""
+
+
 def _call_sync(handles: Handles, op: Op) -> Any:
     target = handles.target(op)
-    if op.method == "find":
-        return list(target.find(*op.args, **op.kwargs))
+    if op.method in _CURSORS:
+        return list(getattr(target, op.method)(*op.args, **op.kwargs))
     return getattr(target, op.method)(*op.args, **op.kwargs)
 
 
 async def _call_async(handles: Handles, op: Op) -> Any:
     target = handles.target(op)
-    if op.method == "find":
-        # pymongo's AsyncCursor and Motor's cursor both have to_list(length=None).
-        return await target.find(*op.args, **op.kwargs).to_list(None)
+    if op.method in _CURSORS:
+        cursor = getattr(target, op.method)(*op.args, **op.kwargs)
+        if inspect.isawaitable(cursor):  # pymongo's async aggregate() is a coroutine
+            cursor = await cursor
+        # pymongo's async cursors and Motor's cursors all have to_list(length=None).
+        return await cursor.to_list(None)
     result = getattr(target, op.method)(*op.args, **op.kwargs)
     if inspect.isawaitable(result):  # a coroutine (pymongo async) or a Future (Motor)
         result = await result

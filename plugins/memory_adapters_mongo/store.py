@@ -339,6 +339,19 @@ class MongoStore(Store):
     ) -> list[Fact]:
         return self._run(self._search(namespace, scope, terms, limit))
 
+    def _scopes(
+        self, namespace: str, prefix: str, limit: int | None
+    ) -> Callable[[], Plan[list[str]]]:
+        namespace = _text(namespace, "namespace")
+        prefix = _text(prefix, "prefix")
+        limit = _opt_int(limit, "limit")
+        return lambda: facts.scopes(namespace, prefix, limit)
+
+    def list_fact_scopes(
+        self, namespace: str, prefix: str, *, limit: int | None = None
+    ) -> list[str]:
+        return self._run(self._scopes(namespace, prefix, limit))
+
     def prune(self) -> int:
         return self._run(facts.prune)
 
@@ -427,6 +440,11 @@ class MongoStore(Store):
         self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
     ) -> list[Fact]:
         return await self._arun(self._search(namespace, scope, terms, limit))
+
+    async def alist_fact_scopes(
+        self, namespace: str, prefix: str, *, limit: int | None = None
+    ) -> list[str]:
+        return await self._arun(self._scopes(namespace, prefix, limit))
 
     async def aprune(self) -> int:
         return await self._arun(facts.prune)

@@ -172,6 +172,12 @@ MIGRATIONS: list[list[str]] = [
         END
         $fn$""",
     ],
+    [
+        # Listing the scopes under a prefix (Store.list_fact_scopes): a range on scope in
+        # byte order ("C"), whatever the database's collation, so that a prefix is one
+        # contiguous range of the index.
+        'CREATE INDEX facts_by_scope ON {s}.facts (namespace, scope COLLATE "C")',
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,6 +9,8 @@
   the conversation.
 * Facts are searched with a ``tsvector`` column and a GIN index (the ``simple``
   configuration: no stemming, any language), ranked by ``ts_rank``.
+* The scopes under a prefix (``list_fact_scopes``) are listed by a skip scan of the index
+  ``(namespace, scope COLLATE "C")`` (migration 2): one index seek per distinct scope.
 * Every operation is written once, as a generator of SQL statements, and driven by a sync
   connection or an async one. Async calls use an ``AsyncConnectionPool`` when the store was
   given one, and otherwise run the sync path in a worker thread.
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
-from memory_adapters.store import Store
+from memory_adapters.store import Store, prefix_upper_bound
 
 from .schema import MIGRATIONS, SCHEMA_VERSION, check_schema_name
 
@@ -548,6 +550,35 @@ class PostgresStore(Store):
         )
         return [_fact(r[:7], float(r[7])) for r in rows]
 
+    def _list_fact_scopes(
+        self, namespace: str, prefix: str, *, limit: int | None = None
+    ) -> Op[list[str]]:
+        # A skip scan on the index (namespace, scope COLLATE "C"): each step of the recursion
+        # seeks the next distinct scope inside [prefix, upper bound), so the cost follows the
+        # number of scopes, not of facts. substr() = prefix is the exact match (no LIKE, so
+        # '%', '_' and '\' are plain characters); EXISTS drops scopes whose facts expired.
+        upper = prefix_upper_bound(prefix)
+        below = "" if upper is None else ' AND {col} COLLATE "C" < %(hi)s::text'
+        rows = yield Q(
+            self.q(
+                "WITH RECURSIVE s(scope) AS ((SELECT f.scope FROM {s}.facts AS f "
+                'WHERE f.namespace = %(ns)s AND f.scope COLLATE "C" >= %(lo)s::text'
+                + below.format(col="f.scope")
+                + ' ORDER BY f.scope COLLATE "C" LIMIT 1) UNION ALL '
+                "SELECT (SELECT f.scope FROM {s}.facts AS f WHERE f.namespace = %(ns)s "
+                'AND f.scope COLLATE "C" > s.scope COLLATE "C"'
+                + below.format(col="f.scope")
+                + ' ORDER BY f.scope COLLATE "C" LIMIT 1) FROM s WHERE s.scope IS NOT NULL) '
+                "SELECT s.scope FROM s WHERE s.scope IS NOT NULL "
+                "AND substr(s.scope, 1, length(%(lo)s::text)) = %(lo)s::text "
+                "AND EXISTS (SELECT 1 FROM {s}.facts AS f WHERE f.namespace = %(ns)s "
+                "AND f.scope = s.scope AND (f.expires_at IS NULL OR f.expires_at > %(now)s)) "
+                'ORDER BY s.scope COLLATE "C" LIMIT %(n)s'
+            ),
+            {"ns": namespace, "lo": prefix, "hi": upper, "now": time.time(), "n": limit},
+        )
+        return [r[0] for r in rows]
+
     def _prune(self) -> Op[int]:
         count: int = yield Q(
             self.q("DELETE FROM {s}.facts WHERE expires_at IS NOT NULL AND expires_at <= %s"),
@@ -664,6 +695,11 @@ class PostgresStore(Store):
         self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
     ) -> list[Fact]:
         return self._run(lambda: self._search_facts(namespace, scope, terms, limit=limit))
+
+    def list_fact_scopes(
+        self, namespace: str, prefix: str, *, limit: int | None = None
+    ) -> list[str]:
+        return self._run(lambda: self._list_fact_scopes(namespace, prefix, limit=limit))
 
     def prune(self) -> int:
         return self._run(self._prune)

@@ -6,6 +6,8 @@
   a token budget is a range on the index ``(conversation, start_tokens)``.
 * Fact search uses an FTS5 table whose rows also carry an ``owner`` token (a hash of the
   namespace and scope), so a search only ever matches the scope's own facts.
+* The scopes under a prefix (``list_fact_scopes``) are listed by a skip scan of the unique
+  index ``(namespace, scope, key)``: one index seek per distinct scope (:func:`scopes_sql`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
-from memory_adapters.store import Store
+from memory_adapters.store import Store, prefix_upper_bound
 
 SCHEMA_VERSION = 1
 
@@ -78,6 +80,32 @@ CREATE VIRTUAL TABLE IF NOT EXISTS ma_facts_fts USING fts5(
 
 _MSG = "seq, data, tokens, batch, run_id, created_at"
 _FACT = "key, data, version, importance, created_at, updated_at, expires_at"
+
+
+def scopes_sql(*, bounded: bool) -> str:
+    """The query of ``list_fact_scopes`` (parameters ``ns``, ``lo`` = the prefix, ``hi`` =
+    its upper bound when ``bounded``, ``now``, ``n`` = the limit or -1).
+
+    A skip scan on the unique index ``(namespace, scope, key)``: each step of the recursion
+    seeks the next distinct scope inside ``[prefix, upper bound)``, so the cost follows the
+    number of scopes, not of facts. ``substr() = prefix`` is the exact match (no ``LIKE``:
+    ``%``, ``_`` and ``\\`` are plain characters); ``EXISTS`` drops scopes whose facts have
+    all expired.
+    """
+    below = " AND {col} < :hi" if bounded else ""
+    return (
+        "WITH RECURSIVE s(scope) AS ("
+        "SELECT (SELECT min(scope) FROM ma_facts WHERE namespace = :ns AND scope >= :lo"
+        + below.format(col="scope")
+        + ") UNION ALL SELECT (SELECT min(f.scope) FROM ma_facts AS f "
+        "WHERE f.namespace = :ns AND f.scope > s.scope"
+        + below.format(col="f.scope")
+        + ") FROM s WHERE s.scope IS NOT NULL) "
+        "SELECT scope FROM s WHERE scope IS NOT NULL "
+        "AND substr(scope, 1, length(:lo)) = :lo AND EXISTS (SELECT 1 FROM ma_facts AS f "
+        "WHERE f.namespace = :ns AND f.scope = s.scope "
+        "AND (f.expires_at IS NULL OR f.expires_at > :now)) ORDER BY scope LIMIT :n"
+    )
 
 
 def _owner(namespace: str, scope: str) -> str:
@@ -448,6 +476,21 @@ class SQLiteStore(Store):
                 (query, namespace, scope, time.time(), limit),
             ).fetchall()
         return [_fact(r[:7], -float(r[7])) for r in rows]
+
+    def list_fact_scopes(
+        self, namespace: str, prefix: str, *, limit: int | None = None
+    ) -> list[str]:
+        upper = prefix_upper_bound(prefix)
+        params = {
+            "ns": namespace,
+            "lo": prefix,
+            "hi": upper,
+            "now": time.time(),
+            "n": -1 if limit is None else limit,
+        }
+        with self._connection() as db:
+            rows = db.execute(scopes_sql(bounded=upper is not None), params).fetchall()
+        return [r[0] for r in rows]
 
     def prune(self) -> int:
         with self._write() as db:

@@ -22,6 +22,15 @@ zero-argument callable that opens the *same* store from another process (for exa
 ``ConversationStore`` backends (``ConversationStoreConformance``); it imports pydantic-ai only
 when its tests run.
 
+:mod:`memory_adapters.testing.langgraph` holds the parity kit for LangGraph ``BaseStore``
+backends (``BaseStoreParity``): one script of operations run against LangGraph's own
+``InMemoryStore`` and the store under test, every answer compared; it imports LangGraph only
+when its tests run.
+
+:class:`StoreConformance` also checks the optional ``Store.list_fact_scopes`` (exact
+prefixes, expiry, namespaces, limits); a store without it skips those tests, and cannot
+serve the LangGraph store's searches and namespace listings.
+
 Needs pytest (``pip install "memory-adapters[dev]"``).
 """
 

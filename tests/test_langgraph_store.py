@@ -1,0 +1,532 @@
+"""``MemoryStore``, the LangGraph ``BaseStore`` over a ``Memory``'s facts: the parity kit on
+every built-in store, the facts it shares with the library's own tools, graphs using it, and
+bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import mongomock
+import psycopg
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+)
+from memory_adapters_langchain.store import (
+    MAX_SCOPE_CHARS,
+    InvalidNamespace,
+    MemoryStore,
+)
+from memory_adapters_mongo import MongoStore
+from memory_adapters_postgres import PostgresStore
+from mongomock_motor import AsyncMongoMockClient
+from typing_extensions import TypedDict
+
+from memory_adapters import (
+    InvalidId,
+    InvalidInput,
+    InvalidTTL,
+    InvalidValue,
+    Memory,
+    Scope,
+    Unsupported,
+    ValueTooLarge,
+    hookimpl,
+)
+from memory_adapters.facts import Fact
+from memory_adapters.testing.conformance import HOSTILE_KEYS
+from memory_adapters.testing.langgraph import BaseStoreParity, view
+from memory_adapters.validation import MAX_ID_LENGTH, MAX_VALUE_BYTES
+
+ALICE = ("memories", "alice")
+
+# -- the parity kit on every built-in store --------------------------------------------------
+
+
+class TestParityInMemory(BaseStoreParity):
+    @pytest.fixture
+    def store(self) -> Iterator[MemoryStore]:
+        memory = Memory("memory://")
+        yield MemoryStore(memory)
+        memory.close()
+
+
+class TestParitySQLite(BaseStoreParity):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[MemoryStore]:
+        memory = Memory(f"sqlite:///{tmp_path / 'memory.db'}")
+        yield MemoryStore(memory)
+        memory.close()
+
+
+def _drop(url: str, schema: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+class TestParityPostgres(BaseStoreParity):
+    """Every test gets its own schema on the session's server."""
+
+    @pytest.fixture
+    def store(self, postgres_url: str) -> Iterator[MemoryStore]:
+        schema = "t_" + uuid.uuid4().hex[:12]
+        memory = Memory(store=PostgresStore(postgres_url, schema=schema))
+        yield MemoryStore(memory)
+        memory.close()
+        _drop(postgres_url, schema)
+
+
+class TestParityMongo(BaseStoreParity):
+    """Sync calls on mongomock, async calls natively on mongomock-motor, one database."""
+
+    @pytest.fixture
+    def store(self) -> Iterator[MemoryStore]:
+        raw: Any = mongomock.MongoClient()
+        mongo = MongoStore(
+            client=raw,
+            async_client=AsyncMongoMockClient(mock_mongo_client=raw),
+            database="ma_test",
+        )
+        memory = Memory(store=mongo)
+        yield MemoryStore(memory)
+        memory.close()
+
+
+# -- one memory, two front doors ----------------------------------------------------------------
+
+
+def test_the_librarys_tools_and_the_store_share_facts(memory: Memory) -> None:
+    store = MemoryStore(memory)
+    with memory.session(user_id="alice"):
+        memory.tools.call("save_memory", {"key": "tea", "value": "Alice drinks oolong"})
+    item = store.get(ALICE, "tea")
+    assert item is not None and item.value == {"content": "Alice drinks oolong"}
+    assert item.namespace == ALICE and item.created_at.tzinfo is not None
+
+    store.put(ALICE, "city", {"content": "Lives in Lisbon", "since": 2019})
+    with memory.session(user_id="alice"):
+        assert "Lisbon" in memory.tools.call("recall_memory", {"key": "city"})
+        fact = memory.facts.get("city")
+        assert fact is not None and fact.value == {"content": "Lives in Lisbon", "since": 2019}
+        assert "city" in memory.tools.call("search_memory", {"query": "Lisbon"})
+        memory.tools.call("forget_memory", {"key": "tea"})
+    assert store.get(ALICE, "tea") is None
+    with memory.session(user_id="bob"):
+        assert memory.facts.get("city") is None  # alice's, not bob's
+    assert store.get(("memories", "bob"), "city") is None
+
+    with memory.session(user_id="alice", agent_id="planner"):
+        memory.facts.put("plan", "Porto in May")
+    planner = ("memories", "alice", "agents", "planner")
+    got = store.get(planner, "plan")
+    assert got is not None and got.value == {"content": "Porto in May"}
+    assert store.get(ALICE, "plan") is None
+
+    with memory.session(conversation_id="c-1"):  # facts of a conversation: not a namespace
+        memory.facts.put("k", "v")
+    store.put(("docs",), "d", {"text": "a document about Lisbon"})
+    assert store.list_namespaces() == [("docs",), ALICE, planner]
+    found = store.search(("memories",), query="lisbon")
+    assert [(i.namespace, i.key) for i in found] == [(ALICE, "city")]
+    assert found[0].score is not None and found[0].score > 0
+    assert [i.key for i in store.search((), query="Lisbon")] in (["city", "d"], ["d", "city"])
+
+    async def both_ways_async() -> None:
+        async with memory.session(user_id="alice"):
+            await memory.tools.acall("save_memory", {"key": "pet", "value": "a parrot"})
+        item = await store.aget(ALICE, "pet")
+        assert item is not None and item.value == {"content": "a parrot"}
+        await store.aput(ALICE, "pet", {"content": "a parrot called Kiwi"})
+        async with memory.session(user_id="alice"):
+            assert "Kiwi" in await memory.tools.acall("recall_memory", {"key": "pet"})
+        await store.adelete(ALICE, "pet")
+        async with memory.session(user_id="alice"):
+            assert await memory.facts.aget("pet") is None
+
+    asyncio.run(both_ways_async())
+
+
+def test_namespaces_map_to_scopes(memory: Memory) -> None:
+    store = MemoryStore(memory)
+    assert store.fact_scope(ALICE) == Scope(user_id="alice").fact_scope == "user:alice"
+    assert store.fact_scope(("memories", "a/b")) == "user:a%2Fb"
+    assert store.fact_scope(("memories", "alice", "agents", "x")) == "user:alice/agent:x"
+    assert store.fact_scope(("docs", "v1")) == "lg:docs/v1/"
+    assert store.fact_scope(("a/b",)) == "lg:a%2Fb/"  # one label, not two
+    assert store.fact_scope(("a", "b")) == "lg:a/b/"
+    assert store.fact_scope(("memories",)) == "lg:memories/"
+    assert store.fact_scope(("memories", "alice", "notes")) == "lg:memories/alice/notes/"
+    for ns in [ALICE, ("docs", "v1"), ("a/b",), ("ünï", "🦜"), ("memories", "u", "agents", "a")]:
+        assert store.namespace_of(store.fact_scope(ns)) == ns
+    for scope in ["conversation:default::c", "lg:", "lg:a", "lg:%ZZ/", "lg:%FF/", "user:", "x"]:
+        assert store.namespace_of(scope) is None
+    assert store.namespace_of("lg:memories/alice/") is None  # not how ALICE is spelled
+
+    store.put(("a/b",), "k", {"v": 1})
+    store.put(("a", "b"), "k", {"v": 2})
+    store.put(("ab",), "k", {"v": 3})
+    assert [i.value for i in store.search(("a",))] == [{"v": 2}]
+    assert [i.value for i in store.search(("a/b",))] == [{"v": 1}]
+    assert store.list_namespaces(prefix=("a",)) == [("a", "b")]
+
+    with memory.session(user_id="alice.smith"):  # LangGraph refuses periods in labels
+        memory.facts.put("k", "v")
+    assert ("memories", "alice.smith") not in store.list_namespaces()
+    assert store.search(("memories",)) == []
+
+    other = MemoryStore(memory, user_namespace=("users", "v1"), namespace="tenant-2")
+    other.put(("users", "v1", "carol"), "k", {"v": 1})
+    assert memory.store.get_fact("tenant-2", "user:carol", "k") is not None
+    with memory.session(user_id="carol", namespace="tenant-2"):
+        assert memory.facts.get("k") is not None
+    assert store.get(("users", "v1", "carol"), "k") is None  # another namespace, scope
+    assert other.list_namespaces() == [("users", "v1", "carol")]
+
+
+def test_hooks_fire_for_the_stores_reads_and_writes(memory: Memory) -> None:
+    seen: list[tuple[str, str, str]] = []
+
+    class Recorder:
+        @hookimpl
+        def fact_stored(self, scope: Scope, fact: Fact) -> None:
+            seen.append(("stored", scope.user_id or "", fact.key))
+
+        @hookimpl
+        def fact_recalled(self, scope: Scope, key: str, fact: Fact | None) -> None:
+            seen.append(("recalled", scope.user_id or "", key))
+
+        @hookimpl
+        def facts_searched(self, scope: Scope, query: str, results: list[Fact]) -> None:
+            seen.append(("searched", scope.user_id or "", query))
+
+        @hookimpl
+        def fact_forgotten(self, scope: Scope, key: str, deleted: bool) -> None:
+            seen.append(("forgotten", scope.user_id or "", key))
+
+    memory.register(Recorder(), name="recorder")
+    store = MemoryStore(memory)
+    store.put(ALICE, "tea", {"content": "oolong"})
+    store.get(ALICE, "tea")
+    store.search(ALICE, query="oolong")
+    store.delete(ALICE, "tea")
+    store.put(("docs",), "d", {"x": 1})
+
+    async def go() -> None:
+        await store.aget(("docs",), "d")
+
+    asyncio.run(go())
+    assert seen == [
+        ("stored", "alice", "tea"),
+        ("recalled", "alice", "tea"),
+        ("searched", "alice", "oolong"),
+        ("forgotten", "alice", "tea"),
+        ("stored", "", "d"),
+        ("recalled", "", "d"),
+    ]
+
+
+# -- a LangGraph graph with the store ----------------------------------------------------------
+
+
+class _State(TypedDict):
+    said: str
+    answer: str
+
+
+def _remember(state: _State, config: RunnableConfig, *, store: BaseStore) -> dict[str, Any]:
+    """A node: remember what the user said, answer with what their memories say of tea."""
+    ns = ("memories", config["configurable"]["user_id"])
+    store.put(ns, "last_said", {"content": state["said"]})
+    found = store.search(ns, query="tea")
+    return {"answer": "; ".join(sorted(str(i.value["content"]) for i in found))}
+
+
+async def _aremember(state: _State, config: RunnableConfig, *, store: BaseStore) -> dict[str, Any]:
+    """:func:`_remember`, with the store's async methods."""
+    ns = ("memories", config["configurable"]["user_id"])
+    await store.aput(ns, "last_said", {"content": state["said"]})
+    found = await store.asearch(ns, query="tea")
+    return {"answer": "; ".join(sorted(str(i.value["content"]) for i in found))}
+
+
+def _graph(store: BaseStore, node: Any) -> Any:
+    builder = StateGraph(_State)
+    builder.add_node("remember", node)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", END)
+    return builder.compile(store=store)
+
+
+def test_a_graph_node_reads_and_writes_the_users_facts(memory: Memory) -> None:
+    with memory.session(user_id="alice"):
+        memory.tools.call("save_memory", {"key": "tea", "value": "Alice drinks oolong tea"})
+    store = MemoryStore(memory)
+    graph = _graph(store, _remember)
+    out = graph.invoke({"said": "I like green tea too"}, {"configurable": {"user_id": "alice"}})
+    assert "Alice drinks oolong tea" in out["answer"]
+    assert "I like green tea too" in out["answer"]  # the node's own write, found by search
+    with memory.session(user_id="alice"):
+        fact = memory.facts.get("last_said")
+        assert fact is not None and fact.value == {"content": "I like green tea too"}
+        assert "green tea" in memory.tools.call("recall_memory", {"key": "last_said"})
+
+    async def run() -> dict[str, Any]:
+        result: dict[str, Any] = await _graph(store, _aremember).ainvoke(
+            {"said": "no tea for me"}, {"configurable": {"user_id": "bob"}}
+        )
+        return result
+
+    assert asyncio.run(run())["answer"] == "no tea for me"  # bob sees only his own
+    with memory.session(user_id="bob"):
+        fact = memory.facts.get("last_said")
+        assert fact is not None and fact.value == {"content": "no tea for me"}
+
+
+# -- semantics that the kit cannot see ----------------------------------------------------------
+
+
+def test_a_refresh_keeps_the_ttl_and_gives_way_to_writers(memory: Memory) -> None:
+    store = MemoryStore(memory)
+    scope = store.fact_scope(("docs",))
+    store.put(("docs",), "k", {"v": 1}, ttl=1.5)
+    for expected_version in (2, 3, 4):
+        assert store.get(("docs",), "k") is not None
+        fact = memory.store.get_fact("default", scope, "k")
+        assert fact is not None and fact.expires_at is not None
+        assert fact.version == expected_version  # a refresh is a write
+        assert round(fact.expires_at - fact.updated_at, 3) == 90.0
+    store.search(("docs",))
+    fact = memory.store.get_fact("default", scope, "k")
+    assert fact is not None and fact.version == 5
+    assert store.get(("docs",), "k", refresh_ttl=False) is not None
+    fact = memory.store.get_fact("default", scope, "k")
+    assert fact is not None and fact.version == 5
+    # a read and a write of the item in one batch: the write wins, its (lack of) TTL stands
+    store.batch([GetOp(("docs",), "k"), PutOp(("docs",), "k", {"v": 2})])
+    fact = memory.store.get_fact("default", scope, "k")
+    assert fact is not None and fact.value == {"v": 2} and fact.expires_at is None
+
+    ttl_store = MemoryStore(memory, ttl={"default_ttl": 2, "refresh_on_read": False})
+    ttl_store.put(("docs",), "t", {"v": 1})
+    fact = memory.store.get_fact("default", scope, "t")
+    assert fact is not None and fact.expires_at is not None
+    assert round(fact.expires_at - fact.updated_at, 3) == 120.0
+    ttl_store.get(("docs",), "t")
+    fact = memory.store.get_fact("default", scope, "t")
+    assert fact is not None and fact.version == 1  # refresh_on_read=False: not refreshed
+
+
+def test_keyword_search_ranks_and_filters(memory: Memory) -> None:
+    store = MemoryStore(memory)
+    store.put(("docs",), "tea", {"text": "tea tea tea and more tea", "kind": "drink"})
+    store.put(("docs",), "coffee", {"text": "coffee, not tea", "kind": "drink"})
+    store.put(("docs", "v2"), "cake", {"text": "cake with tea", "kind": "food"})
+    store.put(("docs",), "none", {"text": "nothing to see", "kind": "drink"})
+    found = store.search(("docs",), query="tea")
+    assert found[0].key == "tea"
+    assert {i.key for i in found} == {"tea", "coffee", "cake"}
+    scores = [i.score for i in found if i.score is not None]
+    assert len(scores) == len(found) and scores == sorted(scores, reverse=True)
+    assert {i.key for i in store.search(("docs",), query="tea", filter={"kind": "food"})} == {
+        "cake"
+    }
+    assert len(store.search(("docs",), query="tea", limit=1, offset=1)) == 1
+    assert store.search(("docs",), query="zebra") == []
+    assert store.search(("docs",), query="?!") == []
+    assert store.search(("docs",), query="tea", limit=0) == []
+
+
+def test_async_calls_never_block_the_event_loop(tmp_path: Path) -> None:
+    """With a blocking store (SQLite), every store call of ``abatch`` runs off the loop."""
+    memory = Memory(f"sqlite:///{tmp_path / 'm.db'}")
+    store = MemoryStore(memory)
+    store.put(ALICE, "tea", {"content": "oolong"}, ttl=5)
+    calls: list[tuple[str, int]] = []
+    target: Any = memory.store
+    for name in ("get_fact", "put_fact", "list_facts", "search_facts", "delete_fact"):
+        original = getattr(target, name)
+
+        def spy(*args: Any, __name: str = name, __original: Any = original, **kw: Any) -> Any:
+            calls.append((__name, threading.get_ident()))
+            return __original(*args, **kw)
+
+        setattr(target, name, spy)
+    original_scopes = target.list_fact_scopes
+
+    def scopes_spy(*args: Any, **kw: Any) -> Any:
+        calls.append(("list_fact_scopes", threading.get_ident()))
+        return original_scopes(*args, **kw)
+
+    target.list_fact_scopes = scopes_spy
+
+    async def go() -> int:
+        await store.aput(ALICE, "city", {"content": "Lisbon"})
+        assert await store.aget(ALICE, "tea") is not None
+        assert len(await store.asearch(("memories",), query="lisbon")) == 1
+        assert len(await store.asearch(("memories",))) == 2
+        assert await store.alist_namespaces() == [ALICE]
+        await store.adelete(ALICE, "city")
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(go())
+    names = {name for name, _ in calls}
+    assert names == {"get_fact", "put_fact", "list_facts", "search_facts", "delete_fact"} | {
+        "list_fact_scopes"
+    }
+    assert all(ident != loop_thread for _, ident in calls), calls
+    memory.close()
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def _snapshot(store: MemoryStore) -> Any:
+    return view(store.search((), limit=10_000)), store.list_namespaces(limit=10_000)
+
+
+def test_bad_input_is_refused_and_nothing_is_lost(memory: Memory) -> None:
+    store = MemoryStore(memory)
+    store.put(ALICE, "kept", {"v": 1})
+    store.put(("docs",), "kept", {"nul": "a\x00b", "k\x00": ["\x00"]})  # NUL in values: fine
+    item = store.get(("docs",), "kept")
+    assert item is not None and item.value == {"nul": "a\x00b", "k\x00": ["\x00"]}
+    before = _snapshot(store)
+    tried: list[str] = []
+    put: Any = store.put
+    batch: Any = store.batch
+
+    def refused(name: str, exc: type[BaseException], fn: Callable[[], Any]) -> None:
+        tried.append(name)
+        with pytest.raises(exc):
+            fn()
+
+    for i, key in enumerate(["", "nul\x00key", "new\nline", "k" * (MAX_ID_LENGTH + 1), "\ud800"]):
+        refused(f"key #{i}", InvalidId, partial(put, ALICE, key, {"v": 2}))
+        refused(f"get key #{i}", InvalidId, partial(store.get, ALICE, key))
+    refused("key type", InvalidId, lambda: batch([PutOp(ALICE, 5, {"v": 2})]))  # type: ignore[arg-type]
+    for i, value in enumerate(["a string", ["a", "list"], 5, 1.5, True, ("t",)]):
+        refused(f"value not a dict #{i}", InvalidValue, partial(put, ALICE, "k", value))
+    not_json: list[Any] = [
+        {"x": {1, 2}},
+        {"x": b"bytes"},
+        {"x": float("nan")},
+        {"x": float("inf")},
+        {1: "int key"},
+        {"x": object()},
+        {"x": ("a", "tuple")},
+        {"x": "lone \ud800 surrogate"},
+    ]
+    for i, value in enumerate(not_json):
+        refused(f"value not json #{i}", InvalidValue, partial(put, ALICE, "k", value))
+    refused(
+        "huge value",
+        ValueTooLarge,
+        lambda: put(ALICE, "k", {"x": "y" * MAX_VALUE_BYTES}),
+    )
+    deep: Any = {}
+    for _ in range(150):
+        deep = {"d": deep}
+    refused("deep value", InvalidValue, lambda: put(ALICE, "k", deep))
+    # LangGraph's own namespace rules, through its methods ...
+    for i, ns in enumerate([("a.b",), ("",), ("nul\x00",), (), ("langgraph", "x")]):
+        refused(f"namespace #{i}", InvalidNamespaceError, partial(put, ns, "k", {"v": 2}))
+    # ... and ours, also for ops handed to batch() directly
+    bad_namespaces: list[Any] = [
+        ("a.b",),
+        ("",),
+        ("nul\x00",),
+        ("new\nline",),
+        ("x" * (MAX_ID_LENGTH + 1),),
+        ("\ud800",),
+        (1,),
+        "not a tuple",
+    ]
+    for i, ns in enumerate(bad_namespaces):
+        for op in (PutOp(ns, "k", {"v": 2}), GetOp(ns, "k"), SearchOp(ns)):
+            refused(f"{type(op).__name__} namespace #{i}", InvalidNamespace, partial(batch, [op]))
+    too_long = ("é" * 200, "é" * 200)  # 2,400 characters percent-encoded
+    refused("long namespace", InvalidNamespace, lambda: put(too_long, "k", {"v": 2}))
+    refused("long namespace get", InvalidNamespace, lambda: store.get(too_long, "k"))
+    refused("not in ns", InvalidNamespace, lambda: put(("new\nline",), "k", {"v": 2}))
+    refused("root label", InvalidNamespace, lambda: batch([PutOp(("langgraph",), "k", {})]))
+    refused("empty ns", InvalidNamespace, lambda: batch([PutOp((), "k", {})]))
+    refused(
+        "listing label",
+        InvalidNamespace,
+        lambda: batch([ListNamespacesOp((MatchCondition("prefix", ("a\nb",)),))]),
+    )
+    for i, ttl in enumerate([0, -1, float("nan"), float("inf"), "5", True]):
+        refused(f"ttl #{i}", InvalidTTL, partial(put, ALICE, "k", {"v": 2}, ttl=ttl))
+    refused("operator", InvalidInput, lambda: store.search((), filter={"x": {"$regex": "."}}))
+    refused("deep operator", InvalidInput, lambda: store.search((), filter={"x": {"y": {"$x": 1}}}))
+    refused("filter type", InvalidInput, lambda: batch([SearchOp((), filter=["x"])]))  # type: ignore[arg-type]
+    refused("query type", InvalidInput, lambda: batch([SearchOp((), query=5)]))  # type: ignore[arg-type]
+    refused("limit", InvalidInput, lambda: store.search((), limit=-1))
+    refused("offset", InvalidInput, lambda: store.search((), offset="2"))  # type: ignore[arg-type]
+    refused("max_depth", InvalidInput, lambda: store.list_namespaces(max_depth=0))
+    refused("list limit", InvalidInput, lambda: store.list_namespaces(limit=-3))
+    refused(
+        "match type",
+        InvalidInput,
+        lambda: batch([ListNamespacesOp((MatchCondition("infix", ("a",)),))]),  # type: ignore[arg-type]
+    )
+    refused("unknown op", InvalidInput, lambda: batch(["not an op"]))
+    # one bad op in a batch: the good ones before it are not written either
+    refused(
+        "half a batch",
+        InvalidValue,
+        lambda: batch([PutOp(ALICE, "good", {"v": 1}), PutOp(ALICE, "bad", {"x": {1}})]),
+    )
+    refused(
+        "async batch",
+        InvalidValue,
+        lambda: asyncio.run(
+            store.abatch([PutOp(ALICE, "good", {"v": 1}), PutOp(ALICE, "bad", "x")])  # type: ignore[arg-type]
+        ),
+    )
+    refused("index", Unsupported, lambda: MemoryStore(memory, index={"dims": 3}))
+    refused("sweep", Unsupported, lambda: MemoryStore(memory, ttl={"sweep_interval_minutes": 1}))
+    refused("default ttl", InvalidTTL, lambda: MemoryStore(memory, ttl={"default_ttl": -1}))
+    refused("user namespace", InvalidNamespace, lambda: MemoryStore(memory, user_namespace=()))
+    refused(
+        "user namespace label",
+        InvalidNamespace,
+        lambda: MemoryStore(memory, user_namespace=("a.b",)),
+    )
+    refused("not a memory", InvalidInput, lambda: MemoryStore("memory://"))  # type: ignore[arg-type]
+    assert len(tried) >= 80
+    assert _snapshot(store) == before, "bad input changed what was stored"
+    assert len(store.fact_scope(("é" * 170,))) <= MAX_SCOPE_CHARS  # just under the limit
+
+
+def test_hostile_keys_and_labels_round_trip(memory: Memory) -> None:
+    store = MemoryStore(memory)
+    namespaces = [("docs",), ALICE, ("%", "_"), ("$gt", "a%b", "\\"), ("'; DROP TABLE x; --",)]
+    for ns in namespaces:
+        for i, key in enumerate(HOSTILE_KEYS):
+            store.put(ns, key, {"i": i, "$where": {"$gt": ""}, "a.b": [key]})
+    for ns in namespaces:
+        for i, key in enumerate(HOSTILE_KEYS):
+            item = store.get(ns, key)
+            assert item is not None and item.value == {"i": i, "$where": {"$gt": ""}, "a.b": [key]}
+        listed = store.search(ns, limit=1000)
+        assert sorted(item.key for item in listed if item.namespace == ns) == sorted(HOSTILE_KEYS)
+    assert store.get(("docs",), "$gtx") is None
+    assert store.get(("%",), "_") is None  # ("%",) holds nothing: ("%", "_") is another
+    assert sorted(store.list_namespaces()) == sorted(namespaces)
+    assert store.list_namespaces(prefix=("%",)) == [("%", "_")]
+    assert store.search(("_",)) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import multiprocessing
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -204,7 +205,19 @@ def test_a_server_that_goes_away_mid_run_gives_a_clear_error_and_recovers() -> N
             with pytest.raises(ConnectionError):
                 memory.conversation.window()
             server.start()
-            memory.conversation.append([Message.user("q10"), Message.assistant("a10")])
+            # The pool reconnects in the background with a growing back-off, so the first
+            # call after the restart may still find no connection ready: retry it, under an
+            # idempotency key, until the pool has one (bounded; no timing is asserted).
+            for attempt in range(30):
+                try:
+                    memory.conversation.append(
+                        [Message.user("q10"), Message.assistant("a10")], idempotency_key="q10"
+                    )
+                    break
+                except StoreUnavailable:
+                    if attempt == 29:
+                        raise
+                    time.sleep(1)
             records = memory.conversation.read()
             assert [r.message.text for r in records] == [
                 t for i in range(11) for t in (f"q{i}", f"a{i}")

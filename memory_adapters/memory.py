@@ -154,6 +154,11 @@ class Memory:
         )
 
     @property
+    def namespace(self) -> str:
+        """The namespace this ``Memory`` was opened with (a session may name another)."""
+        return self._base.namespace
+
+    @property
     def scope(self) -> Scope:
         """The scope in force: the innermost session's, or the bare namespace."""
         return self._scope.get() or self._base

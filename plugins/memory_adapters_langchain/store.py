@@ -333,7 +333,7 @@ class MemoryStore(BaseStore):
         self.memory = memory
         # the base namespace: what memory.facts uses outside any session that changes it
         self.namespace = (
-            memory._base.namespace if namespace is None else check_id(namespace, "namespace")
+            memory.namespace if namespace is None else check_id(namespace, "namespace")
         )
         if not isinstance(user_namespace, tuple) or not user_namespace:
             raise InvalidNamespace("user_namespace must be a non-empty tuple of labels")

@@ -332,9 +332,7 @@ class MemoryStore(BaseStore):
             raise InvalidInput(f"memory must be a memory_adapters.Memory, not {type(memory)}")
         self.memory = memory
         # the base namespace: what memory.facts uses outside any session that changes it
-        self.namespace = (
-            memory.namespace if namespace is None else check_id(namespace, "namespace")
-        )
+        self.namespace = memory.namespace if namespace is None else check_id(namespace, "namespace")
         if not isinstance(user_namespace, tuple) or not user_namespace:
             raise InvalidNamespace("user_namespace must be a non-empty tuple of labels")
         self.user_namespace = self._labels(user_namespace)

@@ -43,7 +43,7 @@ SUITES: dict[str, tuple[list[str], list[str]]] = {
 def tests(session: nox.Session, extra: str) -> None:
     """The tests of one extra, with only that extra installed."""
     extras, paths = SUITES[extra]
-    session.install("-e", f".[{','.join(extras)}]", "pytest", "setuptools>=70.1")
+    session.install("-e", f".[{','.join(extras)}]", "pytest", "hypothesis", "setuptools>=70.1")
     if "mongo" in extras:
         session.install("mongomock", "mongomock-motor")
     session.run("python", "-m", "pytest", *(session.posargs or paths))

@@ -118,12 +118,21 @@ class Hooks:
     # -- budget ---------------------------------------------------------------------------------
 
     def select_window(
-        self, records: list[Record], max_tokens: int | None, max_messages: int | None
+        self,
+        records: list[Record],
+        max_tokens: int | None,
+        max_messages: int | None,
+        opening: bool = False,
     ) -> HookCall:
         """The windowing strategy (the built-in one always answers)."""
         return HookCall(
             "select_window",
-            {"records": records, "max_tokens": max_tokens, "max_messages": max_messages},
+            {
+                "records": records,
+                "max_tokens": max_tokens,
+                "max_messages": max_messages,
+                "opening": opening,
+            },
             True,
         )
 

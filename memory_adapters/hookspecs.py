@@ -158,16 +158,21 @@ def after_save(scope: Scope, records: list[Record]) -> None:
 
 @hookspec(firstresult=True)
 def select_window(
-    records: list[Record], max_tokens: int | None, max_messages: int | None
+    records: list[Record], max_tokens: int | None, max_messages: int | None, opening: bool
 ) -> list[Record] | None:
-    """Choose the window from ``records``, the tail read from the store within the budget
-    (the store never reads more than that).
+    """Choose the tail of the window from ``records``: the newest records after the pinned
+    messages and the summary, read from the store within the budget (the store never reads
+    more than that). ``max_tokens`` / ``max_messages`` are what the pins and the summary left
+    of the budget; ``opening`` is true when ``records`` begin at the conversation's start
+    (right after the pins), where a window may open with any role.
 
     Return the records to show the model, in order, or ``None`` to leave it to the next
-    implementation. The built-in strategy (``trylast``) starts the window at a user turn and
-    drops tool calls without results and results without calls. A replacement must keep
-    within ``max_tokens`` / ``max_messages`` and must not split a tool call from its result.
-    *firstresult*.
+    implementation. The built-in strategy (``trylast``) keeps the newest whole turns that fit:
+    it starts at a user message, or at the opening when everything fits. Whatever an
+    implementation returns, the host then holds it to the window's rules: records over the
+    limits are cut from the front, a window that does not start at the opening starts at its
+    first user message, and tool calls without their results, and results without their
+    calls, are left out (see :mod:`memory_adapters.window`). *firstresult*.
     """
 
 

@@ -69,3 +69,28 @@ def postgres_url() -> Iterator[str]:
         yield server.url
     finally:
         server.cleanup()
+
+
+MIN_WINDOWS = "MEMORY_ADAPTERS_MIN_WINDOWS"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say how many windows the property suite checked, by store."""
+    from memory_adapters.testing.windows import WINDOWS_CHECKED
+
+    if WINDOWS_CHECKED:
+        by_store = ", ".join(f"{k} {v}" for k, v in sorted(WINDOWS_CHECKED.items()))
+        total = sum(WINDOWS_CHECKED.values())
+        terminalreporter.write_line(f"windows checked: {total} ({by_store}), 0 invalid")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under ``MEMORY_ADAPTERS_MIN_WINDOWS=n`` (set by CI) fewer than n windows checked by the
+    property suite, across the stores, is a failure."""
+    from memory_adapters.testing.windows import WINDOWS_CHECKED
+
+    wanted = os.environ.get(MIN_WINDOWS)
+    total = sum(WINDOWS_CHECKED.values())
+    if wanted and total < int(wanted) and exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        print(f"\nonly {total} windows were checked; {MIN_WINDOWS} asks for {wanted}")

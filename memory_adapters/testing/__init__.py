@@ -27,11 +27,17 @@ backends (``BaseStoreParity``): one script of operations run against LangGraph's
 ``InMemoryStore`` and the store under test, every answer compared; it imports LangGraph only
 when its tests run.
 
+:class:`StoreConformance` includes the property-based window suite
+(:mod:`memory_adapters.testing.windows`): random tool-heavy conversations drawn by hypothesis,
+each read under many budgets, every window checked to be within budget, maximal and valid for
+every model API (and, where pydantic-ai or LangChain is installed, exactly what that framework
+gives its model).
+
 :class:`StoreConformance` also checks the optional ``Store.list_fact_scopes`` (exact
 prefixes, expiry, namespaces, limits); a store without it skips those tests, and cannot
 serve the LangGraph store's searches and namespace listings.
 
-Needs pytest (``pip install "memory-adapters[dev]"``).
+Needs pytest and hypothesis (``pip install "memory-adapters[dev]"``).
 """
 
 from .conformance import MultiProcessConformance, StoreConformance

@@ -33,6 +33,8 @@ from memory_adapters import (
 from memory_adapters.messages import Entry, Record
 from memory_adapters.validation import MAX_ID_LENGTH, MAX_VALUE_BYTES
 
+from .windows import WindowProperties
+
 StoreFactory = Callable[[], Store]
 
 HOSTILE_KEYS = [
@@ -202,7 +204,7 @@ def check_log(records: list[Record], writers: int, batches: int, size: int) -> N
     assert all(last_batch_of[w] == batches - 1 for w in range(writers))
 
 
-class StoreConformance:
+class StoreConformance(WindowProperties):
     """The suite. Subclass it and provide a ``store`` fixture yielding a fresh, empty store."""
 
     @pytest.fixture

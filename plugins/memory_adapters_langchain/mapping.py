@@ -170,9 +170,13 @@ def from_messages(messages: Iterable[Message]) -> list[BaseMessage]:
     """LangChain messages for neutral ``messages`` (a window): exact from ``raw`` where this
     adapter wrote the message and nothing changed it since, else rebuilt from the neutral form
     (a ``tool`` message of several results becomes one ``ToolMessage`` per result, whose
-    content is the result's string, or its JSON text unless LangChain wrote it)."""
+    content is the result's string, or its JSON text unless LangChain wrote it). An empty
+    system message is left out: it says nothing, and a model API refuses one between a tool
+    call and its result."""
     out: list[BaseMessage] = []
     for message in messages:
+        if message.role == "system" and not message.text:
+            continue  # says nothing, and would part a tool call from its result
         if _exact(message):
             out.extend(messages_from_dict([message.raw]))
         else:

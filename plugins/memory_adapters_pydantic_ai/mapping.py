@@ -5,10 +5,11 @@ pydantic-ai has two message kinds; the neutral form has four roles:
 * a ``ModelResponse`` is one ``assistant`` message: its text parts joined as pydantic-ai joins
   them (``ModelResponse.text``), and each ``ToolCallPart`` as a ``ToolCall`` (id, name, args as
   a dict). Thinking, files and provider-executed (native) tool calls are kept in ``raw`` only.
-* a ``ModelRequest`` is one to three messages, in this order: ``system`` (its system prompts),
-  ``tool`` (each ``ToolReturnPart`` as a ``ToolResult`` with the call's id, the tool's name,
-  the content as JSON and ``is_error`` for any outcome but success) and ``user`` (its user
-  prompts' text, and pydantic-ai's retry feedback). A request holding only pydantic-ai's
+* a ``ModelRequest`` is one to three messages, in this order: ``tool`` (each
+  ``ToolReturnPart`` as a ``ToolResult`` with the call's id, the tool's name, the content as
+  JSON and ``is_error`` for any outcome but success: first, so that results directly follow
+  the response whose calls they answer), ``system`` (its system prompts) and ``user`` (its
+  user prompts' text, and pydantic-ai's retry feedback). A request holding only pydantic-ai's
   bookkeeping parts (instruction or tool-availability deltas) becomes an empty ``system``
   message, so that nothing is lost.
 
@@ -95,10 +96,10 @@ def _request_messages(message: ModelRequest, raw: dict[str, Any]) -> list[Messag
         elif isinstance(part, RetryFeedbackPart):
             user.append(part.model_response())
     out: list[Message] = []
+    if results:  # first: results directly follow the response whose calls they answer
+        out.append(Message("tool", tool_results=results))
     if system:
         out.append(Message("system", "\n\n".join(system)))
-    if results:
-        out.append(Message("tool", tool_results=results))
     if user:
         out.append(Message("user", "\n\n".join(user)))
     return out or [Message("system", "")]

@@ -15,7 +15,7 @@ from .plugins import PluginManager
 from .scope import Scope, Session
 from .store import Store
 from .tools import MemoryTools
-from .validation import MAX_TURN_BYTES, check_positive_int
+from .validation import MAX_TURN_BYTES, check_bool, check_model, check_positive_int
 from .working import WorkingMemory
 
 DEFAULT_URL = "sqlite:///memory_adapters.db"
@@ -38,7 +38,9 @@ class Memory:
     tokenizer; ``history_tokens`` is the default window budget; ``pin_system`` /
     ``pin_first_turn`` keep the head of the conversation in every window; ``summary_tokens``
     (0 = off) enables summaries of evicted turns through the ``summarize`` hook;
-    ``working_tokens`` bounds rendered working memory.
+    ``working_tokens`` bounds rendered working memory; ``max_turn_bytes`` bounds one append.
+    The token counts and ``max_turn_bytes`` are ints up to
+    :data:`~memory_adapters.validation.MAX_INT` (``InvalidInput`` otherwise).
     """
 
     def __init__(
@@ -63,12 +65,12 @@ class Memory:
             self.pm.register(plugin)
         self.hooks = Hooks(self.pm)
         self._base = Scope(namespace=namespace)
-        self.model = model
+        self.model = check_model(model)
         self.history_tokens = (
             None if history_tokens is None else check_positive_int(history_tokens, "history_tokens")
         )
-        self.pin_system = pin_system
-        self.pin_first_turn = pin_first_turn
+        self.pin_system = check_bool(pin_system, "pin_system")
+        self.pin_first_turn = check_bool(pin_first_turn, "pin_first_turn")
         self.summary_tokens = check_positive_int(summary_tokens, "summary_tokens", allow_zero=True)
         self.working_tokens = check_positive_int(working_tokens, "working_tokens")
         self.max_turn_bytes = check_positive_int(max_turn_bytes, "max_turn_bytes")

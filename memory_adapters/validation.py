@@ -109,7 +109,10 @@ def dumps(value: Any, what: str = "value", limit: int = MAX_VALUE_BYTES) -> str:
     so the JSON text itself never holds a NUL byte, whatever the value holds.
     """
     check_json(value, what)
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # an int of more digits than Python writes (sys.get_int_max_str_digits)
+        raise InvalidValue(f"{what} holds an int too long to write as JSON") from None
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:

@@ -133,8 +133,11 @@ def describe(value: object) -> str:
     """A short, safe rendering of ``value`` for an error message: an int too long to print
     (``str`` refuses ints of more than 4300 digits) is shown by its size."""
     if type(value) is int and value.bit_length() > 128:
-        return f"{'-' if value < 0 else ''}an int of {value.bit_length()} bits"
-    text = repr(value)
+        return f"{'a negative' if value < 0 else 'an'} int of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__, or an int subclass too long to print
+        return f"a {type(value).__name__}"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

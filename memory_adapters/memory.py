@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
@@ -207,12 +208,12 @@ class Memory:
     # -- utilities -------------------------------------------------------------------------------
 
     def count_tokens(self, texts: list[str], model: str | None = None) -> list[int]:
-        """Token counts of ``texts`` through the ``count_tokens`` hook."""
-        return self.hooks.count_tokens_sync(list(texts), model or self.model)
+        """Token counts of ``texts`` (a list of ``str``) through the ``count_tokens`` hook."""
+        return self.hooks.count_tokens_sync(_texts(texts), check_model(model) or self.model)
 
     async def acount_tokens(self, texts: list[str], model: str | None = None) -> list[int]:
         """Async :meth:`count_tokens`."""
-        return await self.hooks.count_tokens_async(list(texts), model or self.model)
+        return await self.hooks.count_tokens_async(_texts(texts), check_model(model) or self.model)
 
     def close(self) -> None:
         """Close the store."""
@@ -240,3 +241,14 @@ class Memory:
 
     def __repr__(self) -> str:
         return f"<Memory store={type(self.store).__name__} namespace={self._base.namespace!r}>"
+
+
+def _texts(texts: object) -> list[str]:
+    """``texts`` as a list, if it is a list (or another iterable, not a string) of ``str``."""
+    if isinstance(texts, str | bytes | bytearray) or not isinstance(texts, Iterable):
+        raise InvalidInput(f"texts must be a list of str, not {type(texts).__name__}")
+    out = list(texts)
+    for text in out:
+        if not isinstance(text, str):
+            raise InvalidInput(f"texts must be a list of str; it holds a {type(text).__name__}")
+    return out

@@ -1126,7 +1126,26 @@ class StoreConformance:
             refused(InvalidInput, model=model)
         for namespace in BAD_IDS:
             refused(InvalidId, namespace=namespace)
-        assert tried >= 80, tried
+        memory = Memory(store=store, load_entrypoints=False)
+        bad_counts: list[tuple[Any, Any]] = [
+            ("a string", None),
+            (b"bytes", None),
+            (5, None),
+            (None, None),
+            ([1, "x"], None),
+            (["x", None], None),
+            (["x"], 5),
+            (["x"], b"gpt-4o"),
+        ]
+        for texts, tokenizer in bad_counts:
+            tried += 2
+            with pytest.raises(InvalidInput) as info:
+                memory.count_tokens(texts, tokenizer)
+            assert type(info.value) is InvalidInput, (texts, tokenizer)
+            with pytest.raises(InvalidInput) as info:
+                asyncio.run(memory.acount_tokens(texts, tokenizer))
+            assert type(info.value) is InvalidInput, (texts, tokenizer)
+        assert tried >= 90, tried
         edge = Memory(
             store=store,
             load_entrypoints=False,

@@ -16,7 +16,14 @@ from .errors import InvalidInput, ValueTooLarge
 from .messages import AppendResult, Entry, Message, Record
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .tokens import MESSAGE_OVERHEAD
-from .validation import check_id, check_positive_int
+from .validation import (
+    check_bool,
+    check_id,
+    check_model,
+    check_optional_int,
+    check_positive_int,
+    check_read_range,
+)
 from .window import Window, window_plan
 
 
@@ -123,12 +130,15 @@ class Conversation:
         m = self._memory
         max_tokens = options.get("max_tokens", m.history_tokens)
         max_messages = options.get("max_messages")
-        if max_tokens is not None:
-            check_positive_int(max_tokens, "max_tokens", allow_zero=True)
-        if max_messages is not None:
-            check_positive_int(max_messages, "max_messages", allow_zero=True)
+        check_optional_int(max_tokens, "max_tokens")
+        check_optional_int(max_messages, "max_messages")
         if max_tokens is None and max_messages is None:
             raise InvalidInput("a window needs max_tokens or max_messages")
+        for flag in ("pin_system", "pin_first_turn"):
+            if flag in options:
+                check_bool(options[flag], flag)
+        if "summary_tokens" in options:
+            check_positive_int(options["summary_tokens"], "summary_tokens", allow_zero=True)
         window: Window = yield from window_plan(
             self.key,
             hooks=m.hooks,
@@ -158,7 +168,10 @@ class Conversation:
         ``expected_last_seq`` makes it conditional (raises
         :class:`~memory_adapters.errors.AppendConflict`); ``idempotency_key`` makes a retry
         a no-op; ``model`` picks the tokenizer (default: the ``Memory``'s).
+        ``expected_last_seq`` is an int from 0 to ``MAX_INT``; ``run_id`` and
+        ``idempotency_key`` are identifiers.
         """
+        check_model(model)
         result: AppendResult = drive_sync(
             self._append(messages, run_id, expected_last_seq, idempotency_key, model),
             self._memory.store,
@@ -180,6 +193,8 @@ class Conversation:
 
         Defaults come from the ``Memory`` (``history_tokens`` etc.). ``max_messages`` adds a
         count limit to the token budget; ``max_tokens=None`` removes the token budget.
+        ``max_tokens``, ``max_messages`` and ``summary_tokens`` are ints from 0 to
+        ``MAX_INT`` (``sys.maxsize`` works as "no limit"); the pins are ``True`` or ``False``.
         """
         return drive_sync(
             self._window(
@@ -196,7 +211,12 @@ class Conversation:
     def read(
         self, *, start_seq: int = 1, end_seq: int | None = None, limit: int | None = None
     ) -> list[Record]:
-        """Stored records by seq range (for export and inspection, not for prompts)."""
+        """Stored records by seq range (for export and inspection, not for prompts).
+
+        ``start_seq`` is an int >= 1, ``end_seq`` ``None`` or an int >= 0 (below
+        ``start_seq``: nothing), ``limit`` ``None`` or an int >= 1; all at most ``MAX_INT``.
+        """
+        start_seq, end_seq, limit = check_read_range(start_seq, end_seq, limit)
         return self._memory.store.read(self.key, start_seq=start_seq, end_seq=end_seq, limit=limit)
 
     def last_seq(self) -> int:
@@ -219,6 +239,7 @@ class Conversation:
         model: str | None = None,
     ) -> AppendResult:
         """Async :meth:`append`."""
+        check_model(model)
         result: AppendResult = await drive_async(
             self._append(messages, run_id, expected_last_seq, idempotency_key, model),
             self._memory.store,
@@ -253,6 +274,7 @@ class Conversation:
         self, *, start_seq: int = 1, end_seq: int | None = None, limit: int | None = None
     ) -> list[Record]:
         """Async :meth:`read`."""
+        start_seq, end_seq, limit = check_read_range(start_seq, end_seq, limit)
         return await self._memory.store.aread(
             self.key, start_seq=start_seq, end_seq=end_seq, limit=limit
         )

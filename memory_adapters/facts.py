@@ -13,13 +13,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import InvalidInput
+from .errors import InvalidInput, InvalidTTL
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .validation import (
     MAX_VALUE_BYTES,
     check_expires_at,
     check_id,
     check_importance,
+    check_optional_int,
     check_positive_int,
     check_ttl,
     dumps,
@@ -32,7 +33,21 @@ if TYPE_CHECKING:
     from .scope import Scope
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+
 MAX_QUERY_TERMS = 32
+"""A search uses at most this many distinct words of its query (the first ones)."""
+
+MAX_TERM_LENGTH = 200
+"""Longest query word a search looks for, in characters; longer words are dropped from the
+query. (No store indexes words that long alike: PostgreSQL drops words of more than 2047
+bytes from a ``tsvector``. Dropping them from every query gives every store the same answer.)"""
+
+MAX_SEARCH_TEXT_BYTES = 128 << 10
+"""How much of a fact's text (its key and the strings of its value) keyword search indexes,
+in UTF-8 bytes (128 KiB); text beyond it is stored but not searchable, on every store alike.
+It keeps the index entry of any value within ``MAX_VALUE_BYTES`` inside every backend's
+limits: PostgreSQL's ``tsvector`` holds at most 1 MiB, and can take up to five times the
+bytes of the text it indexes."""
 
 
 @dataclass(slots=True)
@@ -74,15 +89,35 @@ class Fact:
 
 
 def search_terms(query: str) -> list[str]:
-    """The lower-case words of a search query (punctuation and operators dropped)."""
+    """The lower-case words of a search query (punctuation and operators dropped), at most
+    :data:`MAX_QUERY_TERMS` of them, each at most :data:`MAX_TERM_LENGTH` characters long
+    (longer ones are dropped)."""
     seen: dict[str, None] = {}
-    for word in _WORD.findall(query.lower()):
-        seen.setdefault(word, None)
-    return list(seen)[:MAX_QUERY_TERMS]
+    for match in _WORD.finditer(query.lower()):
+        word = match.group()
+        if len(word) <= MAX_TERM_LENGTH:
+            seen.setdefault(word, None)
+            if len(seen) == MAX_QUERY_TERMS:
+                break
+    return list(seen)
+
+
+def bound_search_text(text: str, limit: int = MAX_SEARCH_TEXT_BYTES) -> str:
+    """``text`` cut to at most ``limit`` UTF-8 bytes, at the last whitespace before the cut
+    when there is one (so that no word is indexed cut in half)."""
+    if len(text) * 4 <= limit:  # a character is at most 4 bytes: surely within the limit
+        return text
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= limit:
+        return text
+    cut = raw[:limit].decode("utf-8", "ignore")
+    space = max(cut.rfind(" "), cut.rfind("\n"), cut.rfind("\t"))
+    return cut[:space] if space > 0 else cut
 
 
 def search_text(key: str, value: Any) -> str:
-    """What keyword search indexes for a fact: its key and every string in its value."""
+    """What keyword search indexes for a fact: its key and every string in its value, the
+    first :data:`MAX_SEARCH_TEXT_BYTES` of them."""
     parts = [key.replace("_", " ").replace("-", " ")]
 
     def walk(v: Any) -> None:
@@ -99,7 +134,7 @@ def search_text(key: str, value: Any) -> str:
             parts.append(str(v))
 
     walk(value)
-    return "\n".join(parts).replace("\x00", " ")
+    return bound_search_text("\n".join(parts).replace("\x00", " "))
 
 
 class Facts:
@@ -131,9 +166,10 @@ class Facts:
         importance = check_importance(importance)
         now = time.time()
         ttl = check_ttl(ttl)
+        if ttl is not None and expires_at is not None:
+            raise InvalidTTL("give ttl or expires_at, not both")
         expires = now + ttl if ttl is not None else check_expires_at(expires_at, now)
-        if expected_version is not None:
-            check_positive_int(expected_version, "expected_version", allow_zero=True)
+        check_optional_int(expected_version, "expected_version")
         fact: Fact = yield StoreCall(
             "put_fact",
             (self.namespace, self._owner, key, data),
@@ -158,8 +194,7 @@ class Facts:
         return fact
 
     def _list(self, limit: int | None) -> Plan[list[Fact]]:
-        if limit is not None:
-            check_positive_int(limit, "limit")
+        check_optional_int(limit, "limit", minimum=1)
         facts: list[Fact] = yield StoreCall(
             "list_facts", (self.namespace, self._owner), {"limit": limit}
         )
@@ -182,8 +217,7 @@ class Facts:
 
     def _forget(self, key: str, expected_version: int | None) -> Plan[bool]:
         check_id(key, "key")
-        if expected_version is not None:
-            check_positive_int(expected_version, "expected_version", allow_zero=True)
+        check_optional_int(expected_version, "expected_version")
         deleted: bool = yield StoreCall(
             "delete_fact",
             (self.namespace, self._owner, key),
@@ -207,7 +241,14 @@ class Facts:
         expected_version: int | None = None,
     ) -> Fact:
         """Create or update a fact. ``expected_version`` makes it a compare-and-swap (0: only
-        if absent); a mismatch raises :class:`~memory_adapters.errors.VersionConflict`."""
+        if absent); a mismatch raises :class:`~memory_adapters.errors.VersionConflict`.
+
+        ``key``: an identifier (``InvalidId``); ``value``: plain JSON of at most
+        ``MAX_VALUE_BYTES`` (``InvalidValue``, ``ValueTooLarge``); ``importance``: a finite
+        number (``InvalidValue``); ``ttl`` (seconds, ``0 < ttl <= MAX_TTL``) or ``expires_at``
+        (epoch seconds, in the future and at most ``MAX_TTL`` away), not both
+        (``InvalidTTL``); ``expected_version``: an int from 0 to ``MAX_INT`` (``InvalidInput``).
+        """
         return self._run(self._put(key, value, importance, ttl, expires_at, expected_version))
 
     def get(self, key: str) -> Fact | None:
@@ -215,15 +256,23 @@ class Facts:
         return self._run(self._get(key))
 
     def all(self, limit: int | None = None) -> list[Fact]:
-        """Every unexpired fact of the scope, by key."""
+        """Every unexpired fact of the scope, by key; at most ``limit`` (``None``, or an int
+        from 1 to ``MAX_INT``)."""
         return self._run(self._list(limit))
 
     def search(self, query: str, limit: int = 5) -> list[Fact]:
-        """Facts matching the words of ``query``, most relevant first."""
+        """Facts matching the words of ``query``, most relevant first; at most ``limit`` (an
+        int from 1 to ``MAX_INT``).
+
+        The query is split into lower-case words; its first ``MAX_QUERY_TERMS`` distinct
+        words of at most ``MAX_TERM_LENGTH`` characters are looked for (a query with none,
+        such as only punctuation, finds nothing).
+        """
         return self._run(self._search(query, limit))
 
     def forget(self, key: str, *, expected_version: int | None = None) -> bool:
-        """Delete a fact; ``False`` if there was none."""
+        """Delete a fact; ``False`` if there was none. ``expected_version`` (an int from 0 to
+        ``MAX_INT``) makes it conditional, like :meth:`put`."""
         return self._run(self._forget(key, expected_version))
 
     # -- async -------------------------------------------------------------------------------------

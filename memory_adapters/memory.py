@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
@@ -15,7 +16,7 @@ from .plugins import PluginManager
 from .scope import Scope, Session
 from .store import Store
 from .tools import MemoryTools
-from .validation import MAX_TURN_BYTES, check_positive_int
+from .validation import MAX_TURN_BYTES, check_bool, check_model, check_positive_int
 from .working import WorkingMemory
 
 DEFAULT_URL = "sqlite:///memory_adapters.db"
@@ -38,7 +39,9 @@ class Memory:
     tokenizer; ``history_tokens`` is the default window budget; ``pin_system`` /
     ``pin_first_turn`` keep the head of the conversation in every window; ``summary_tokens``
     (0 = off) enables summaries of evicted turns through the ``summarize`` hook;
-    ``working_tokens`` bounds rendered working memory.
+    ``working_tokens`` bounds rendered working memory; ``max_turn_bytes`` bounds one append.
+    The token counts and ``max_turn_bytes`` are ints up to
+    :data:`~memory_adapters.validation.MAX_INT` (``InvalidInput`` otherwise).
     """
 
     def __init__(
@@ -63,12 +66,12 @@ class Memory:
             self.pm.register(plugin)
         self.hooks = Hooks(self.pm)
         self._base = Scope(namespace=namespace)
-        self.model = model
+        self.model = check_model(model)
         self.history_tokens = (
             None if history_tokens is None else check_positive_int(history_tokens, "history_tokens")
         )
-        self.pin_system = pin_system
-        self.pin_first_turn = pin_first_turn
+        self.pin_system = check_bool(pin_system, "pin_system")
+        self.pin_first_turn = check_bool(pin_first_turn, "pin_first_turn")
         self.summary_tokens = check_positive_int(summary_tokens, "summary_tokens", allow_zero=True)
         self.working_tokens = check_positive_int(working_tokens, "working_tokens")
         self.max_turn_bytes = check_positive_int(max_turn_bytes, "max_turn_bytes")
@@ -205,12 +208,12 @@ class Memory:
     # -- utilities -------------------------------------------------------------------------------
 
     def count_tokens(self, texts: list[str], model: str | None = None) -> list[int]:
-        """Token counts of ``texts`` through the ``count_tokens`` hook."""
-        return self.hooks.count_tokens_sync(list(texts), model or self.model)
+        """Token counts of ``texts`` (a list of ``str``) through the ``count_tokens`` hook."""
+        return self.hooks.count_tokens_sync(_texts(texts), check_model(model) or self.model)
 
     async def acount_tokens(self, texts: list[str], model: str | None = None) -> list[int]:
         """Async :meth:`count_tokens`."""
-        return await self.hooks.count_tokens_async(list(texts), model or self.model)
+        return await self.hooks.count_tokens_async(_texts(texts), check_model(model) or self.model)
 
     def close(self) -> None:
         """Close the store."""
@@ -238,3 +241,14 @@ class Memory:
 
     def __repr__(self) -> str:
         return f"<Memory store={type(self.store).__name__} namespace={self._base.namespace!r}>"
+
+
+def _texts(texts: object) -> list[str]:
+    """``texts`` as a list, if it is a list (or another iterable, not a string) of ``str``."""
+    if isinstance(texts, str | bytes | bytearray) or not isinstance(texts, Iterable):
+        raise InvalidInput(f"texts must be a list of str, not {type(texts).__name__}")
+    out = list(texts)
+    for text in out:
+        if not isinstance(text, str):
+            raise InvalidInput(f"texts must be a list of str; it holds a {type(text).__name__}")
+    return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from .errors import InvalidValue
-from .validation import check_json, dumps
+from .validation import check_json, describe, dumps
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
@@ -137,10 +137,18 @@ class Message:
 
     def check_fields(self) -> None:
         """The checks of :meth:`validate` short of walking the JSON content."""
-        if self.role not in ROLES:
-            raise InvalidValue(f"role must be one of {sorted(ROLES)}, not {self.role!r}")
+        if type(self.role) is not str or self.role not in ROLES:
+            raise InvalidValue(f"role must be one of {sorted(ROLES)}, not {describe(self.role)}")
         if not isinstance(self.text, str):
             raise InvalidValue(f"message text must be a str, not {type(self.text).__name__}")
+        if not isinstance(self.tool_calls, list | tuple) or not isinstance(
+            self.tool_results, list | tuple
+        ):
+            raise InvalidValue("tool_calls and tool_results must be lists")
+        if self.framework is not None and not isinstance(self.framework, str):
+            raise InvalidValue(f"framework must be a str, not {type(self.framework).__name__}")
+        if not isinstance(self.meta, dict):
+            raise InvalidValue(f"meta must be a dict, not {type(self.meta).__name__}")
         for c in self.tool_calls:
             if (
                 not isinstance(c, ToolCall)

@@ -10,11 +10,13 @@ the schema are refused.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, ToolArgumentError
 from .steps import Plan, drive_async, drive_sync
+from .validation import describe
 
 if TYPE_CHECKING:
     from .facts import Fact, Facts
@@ -123,13 +125,15 @@ class MemoryTools:
 
     @staticmethod
     def _check(name: str, args: dict[str, Any]) -> ToolSpec:
-        spec = next((s for s in MEMORY_TOOLS if s.name == name), None)
+        """Check a tool call against its schema; raise :class:`ToolArgumentError` unless it
+        fits (a known tool; an object of known, well-typed, in-range arguments)."""
+        spec = next((s for s in MEMORY_TOOLS if type(name) is str and s.name == name), None)
         if spec is None:
-            raise ToolArgumentError(f"unknown memory tool {name!r}")
+            raise ToolArgumentError(f"unknown memory tool {describe(name)}")
         if not isinstance(args, dict):
             raise ToolArgumentError(f"{name} takes an object of arguments")
         props = spec.parameters["properties"]
-        unknown = sorted(set(args) - set(props))
+        unknown = sorted(describe(k) for k in args if type(k) is not str or k not in props)
         if unknown:
             raise ToolArgumentError(f"{name} does not take {', '.join(unknown)}")
         missing = [p for p in spec.parameters["required"] if p not in args]
@@ -146,6 +150,8 @@ class MemoryTools:
             )
             if not ok:
                 raise ToolArgumentError(f"{name}: {pname} must be a {kind}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ToolArgumentError(f"{name}: {pname} must be a finite number")
             schema = props[pname]
             if "minimum" in schema and value < schema["minimum"]:
                 raise ToolArgumentError(f"{name}: {pname} must be at least {schema['minimum']}")
@@ -158,6 +164,10 @@ class MemoryTools:
         return spec
 
     def _plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:
+        from .scope import Scope
+
+        if scope is not None and not isinstance(scope, Scope):
+            raise InvalidInput(f"scope must be a Scope or None, not {type(scope).__name__}")
         self._check(name, args)
         facts = self._facts(scope)
         try:
@@ -184,7 +194,10 @@ class MemoryTools:
     def call(self, name: str, args: dict[str, Any], *, scope: Scope | None = None) -> str:
         """Run tool ``name`` with the model's ``args``; return the text result for the model.
 
-        The scope is ``scope`` if the host gives one, else the current session's.
+        The scope is ``scope`` if the host gives one, else the current session's. Arguments
+        outside the tool's schema (an unknown tool or argument, a wrong type, a number out
+        of range or not finite, a key that is not an identifier, a value too large) raise
+        :class:`~memory_adapters.errors.ToolArgumentError`, and nothing is stored.
         """
         return drive_sync(self._plan(name, args, scope), self._memory.store, self._memory.hooks)
 

@@ -1,9 +1,15 @@
-"""Checks applied to every identifier and value before a store sees it.
+"""Checks applied to every argument before a store sees it.
+
+Every public method of the core (``Conversation``, ``Facts``, ``WorkingMemory``,
+``MemoryTools``, ``Memory``) checks its arguments here, once, before anything reaches a store;
+so every store gives the same typed error for the same bad argument, and nothing is written.
 
 Stores can then rely on: identifiers are non-empty strings of bounded length without control
 characters; values are plain JSON (dict with str keys, list, str, int, finite float, bool,
-None) that encode to UTF-8; sizes are within limits. Anything else raises a typed error from
-:mod:`memory_adapters.errors` and nothing is written.
+None) that encode to UTF-8; sizes are within limits; counts, limits, budgets, seqs and
+versions are ``int`` (never ``bool`` or ``float``) from 0 (or 1) to :data:`MAX_INT`, which
+every backend holds as a 64-bit signed integer; times to live are at most :data:`MAX_TTL`.
+Anything else raises a typed error from :mod:`memory_adapters.errors` and nothing is written.
 """
 
 from __future__ import annotations
@@ -26,6 +32,19 @@ MAX_TURN_BYTES = 15 << 20
 
 MAX_DEPTH = 100
 """Deepest nesting accepted in a JSON value."""
+
+MAX_INT = 2**63 - 1
+"""Largest count, limit, token budget, seq or version accepted (9223372036854775807): the
+largest 64-bit signed integer, which SQLite, PostgreSQL (``bigint``) and MongoDB (``int64``)
+all hold. ``sys.maxsize`` as "no limit" is accepted on every store; anything larger raises
+:class:`~memory_adapters.errors.InvalidInput`."""
+
+MAX_TTL = 31_557_600_000
+"""Longest time to live accepted, in seconds: 1000 Julian years (1000 x 365.25 days). A
+larger ``ttl``, or an ``expires_at`` further than this from now, raises
+:class:`~memory_adapters.errors.InvalidTTL` (an expiry that far out can be written as no
+expiry; it also keeps expiry dates within what every backend can represent, such as
+MongoDB's dates)."""
 
 _CONTROL = {chr(c) for c in range(32)} | {"\x7f"}
 
@@ -90,7 +109,10 @@ def dumps(value: Any, what: str = "value", limit: int = MAX_VALUE_BYTES) -> str:
     so the JSON text itself never holds a NUL byte, whatever the value holds.
     """
     check_json(value, what)
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # an int of more digits than Python writes (sys.get_int_max_str_digits)
+        raise InvalidValue(f"{what} holds an int too long to write as JSON") from None
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:
@@ -107,25 +129,59 @@ def loads(text: str) -> Any:
     return json.loads(text)
 
 
-def check_ttl(ttl: float | None) -> float | None:
-    """Validate a time-to-live in seconds: ``None`` (no expiry) or a positive number."""
+def describe(value: object) -> str:
+    """A short, safe rendering of ``value`` for an error message: an int too long to print
+    (``str`` refuses ints of more than 4300 digits) is shown by its size."""
+    if type(value) is int and value.bit_length() > 128:
+        return f"{'a negative' if value < 0 else 'an'} int of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__, or an int subclass too long to print
+        return f"a {type(value).__name__}"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_ttl(ttl: object) -> float | None:
+    """Validate a time-to-live in seconds: ``None`` (no expiry) or a number with
+    ``0 < ttl <= MAX_TTL``; else raise :class:`InvalidTTL`.
+
+    The bound is checked before the number is converted to ``float``, so an int too large
+    for a float (``10**400``) is refused like any other too-long ttl.
+    """
     if ttl is None:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, int | float):
         raise InvalidTTL(f"ttl must be a number of seconds, not {type(ttl).__name__}")
-    if not math.isfinite(ttl) or ttl <= 0:
-        raise InvalidTTL(f"ttl must be a positive number of seconds, not {ttl!r}")
+    if isinstance(ttl, float) and math.isnan(ttl):
+        raise InvalidTTL("ttl must be a positive number of seconds, not nan")
+    if ttl <= 0:
+        raise InvalidTTL(f"ttl must be a positive number of seconds, not {describe(ttl)}")
+    if ttl > MAX_TTL:
+        raise InvalidTTL(
+            f"ttl must be at most {MAX_TTL} seconds (1000 years), not {describe(ttl)}: "
+            "leave ttl out for a fact that never expires"
+        )
     return float(ttl)
 
 
-def check_expires_at(expires_at: float | None, now: float) -> float | None:
-    """Validate an absolute expiry (seconds since the epoch): ``None`` or in the future."""
+def check_expires_at(expires_at: object, now: float) -> float | None:
+    """Validate an absolute expiry (seconds since the epoch): ``None``, or a number with
+    ``now < expires_at <= now + MAX_TTL``; else raise :class:`InvalidTTL`."""
     if expires_at is None:
         return None
     if isinstance(expires_at, bool) or not isinstance(expires_at, int | float):
-        raise InvalidTTL(f"expires_at must be seconds since the epoch, not {expires_at!r}")
-    if not math.isfinite(expires_at) or expires_at <= now:
+        raise InvalidTTL(
+            f"expires_at must be seconds since the epoch, not {type(expires_at).__name__}"
+        )
+    if isinstance(expires_at, float) and math.isnan(expires_at):
+        raise InvalidTTL("expires_at must be seconds since the epoch, not nan")
+    if expires_at <= now:
         raise InvalidTTL("expires_at is not in the future: the fact would never be visible")
+    if expires_at > now + MAX_TTL:
+        raise InvalidTTL(
+            f"expires_at is {describe(expires_at)}, more than {MAX_TTL} seconds (1000 years) "
+            "from now: leave it out for a fact that never expires"
+        )
     return float(expires_at)
 
 
@@ -133,15 +189,64 @@ def check_importance(importance: object) -> float:
     """Validate an importance: a finite number (0.0 by default; higher ranks first)."""
     if isinstance(importance, bool) or not isinstance(importance, int | float):
         raise InvalidValue(f"importance must be a number, not {type(importance).__name__}")
-    if not math.isfinite(importance):
+    try:
+        value = float(importance)
+    except OverflowError:  # an int beyond the range of a float
+        raise InvalidValue(f"importance must be finite, not {describe(importance)}") from None
+    if not math.isfinite(value):
         raise InvalidValue(f"importance must be finite, not {importance!r}")
-    return float(importance)
+    return value
+
+
+def check_int(value: object, what: str, *, minimum: int = 0, maximum: int = MAX_INT) -> int:
+    """Validate a count, limit, budget, seq or version: an ``int`` (``bool`` and ``float``
+    are refused) with ``minimum <= value <= maximum``; else raise :class:`InvalidInput`.
+    ``maximum`` is :data:`MAX_INT` unless a caller has a smaller one."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{what} must be an int, not {type(value).__name__}")
+    if value < minimum:
+        raise InvalidInput(f"{what} must be >= {minimum}, not {describe(value)}")
+    if value > maximum:
+        raise InvalidInput(
+            f"{what} is {describe(value)}; the largest accepted is {maximum}"
+            + (" (2**63 - 1)" if maximum == MAX_INT else "")
+        )
+    return value
 
 
 def check_positive_int(value: object, what: str, *, allow_zero: bool = False) -> int:
-    """Validate a count or a limit."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"{what} must be an int, not {type(value).__name__}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise InvalidInput(f"{what} must be {'>= 0' if allow_zero else '> 0'}, not {value}")
+    """Validate a count or a limit: an ``int`` from 1 (or 0 with ``allow_zero``) to
+    :data:`MAX_INT`."""
+    return check_int(value, what, minimum=0 if allow_zero else 1)
+
+
+def check_optional_int(value: object, what: str, *, minimum: int = 0) -> int | None:
+    """:func:`check_int`, with ``None`` (no limit) allowed."""
+    return None if value is None else check_int(value, what, minimum=minimum)
+
+
+def check_bool(value: object, what: str) -> bool:
+    """Validate a flag: ``True`` or ``False`` only (not a truthy string or number)."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{what} must be True or False, not {type(value).__name__}")
     return value
+
+
+def check_model(model: object) -> str | None:
+    """Validate a model name (it picks the tokenizer): ``None`` or a ``str``."""
+    if model is not None and not isinstance(model, str):
+        raise InvalidInput(f"model must be a str or None, not {type(model).__name__}")
+    return model
+
+
+def check_read_range(
+    start_seq: object, end_seq: object, limit: object
+) -> tuple[int, int | None, int | None]:
+    """Validate the arguments of ``Conversation.read``: ``start_seq`` an int >= 1,
+    ``end_seq`` ``None`` or an int >= 0 (below ``start_seq``: nothing is read), ``limit``
+    ``None`` or an int >= 1; all at most :data:`MAX_INT`."""
+    return (
+        check_int(start_seq, "start_seq", minimum=1),
+        check_optional_int(end_seq, "end_seq", minimum=0),
+        check_optional_int(limit, "limit", minimum=1),
+    )

@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from .errors import InvalidInput, MergeConflict
 from .facts import Fact
 from .steps import Plan, StoreCall, drive_async, drive_sync
-from .validation import MAX_VALUE_BYTES, check_id, check_importance, check_ttl, dumps
+from .validation import (
+    MAX_VALUE_BYTES,
+    check_id,
+    check_importance,
+    check_optional_int,
+    check_ttl,
+    describe,
+    dumps,
+)
 
 T = TypeVar("T")
 
@@ -211,8 +219,8 @@ class WorkingMemory:
         return True
 
     def _merge(self, policy: str) -> Plan[MergeReport]:
-        if policy not in POLICIES:
-            raise InvalidInput(f"merge policy must be one of {POLICIES}, not {policy!r}")
+        if type(policy) is not str or policy not in POLICIES:
+            raise InvalidInput(f"merge policy must be one of {POLICIES}, not {describe(policy)}")
         parent = self.parent
         if parent is None:
             raise InvalidInput("the root working memory has no parent to merge into")
@@ -268,7 +276,8 @@ class WorkingMemory:
     def set(
         self, key: str, value: Any, *, importance: float = 0.0, ttl: float | None = None
     ) -> None:
-        """Write a note (JSON value). Higher ``importance`` renders first; ``ttl`` in seconds."""
+        """Write a note (JSON value, at most ``MAX_VALUE_BYTES``). Higher ``importance`` (a
+        finite number) renders first; ``ttl`` in seconds, ``0 < ttl <= MAX_TTL``."""
         self._run(self._set(key, value, importance, ttl))
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -298,7 +307,8 @@ class WorkingMemory:
 
     def render(self, max_tokens: int | None = None) -> str:
         """The notes as prompt text, most important first, within ``max_tokens`` (default:
-        the ``Memory``'s ``working_tokens``)."""
+        the ``Memory``'s ``working_tokens``): an int from 0 to ``MAX_INT``."""
+        check_optional_int(max_tokens, "max_tokens")
         return self._render(self.items(), max_tokens)
 
     # -- async -------------------------------------------------------------------------------------
@@ -335,6 +345,7 @@ class WorkingMemory:
 
     async def arender(self, max_tokens: int | None = None) -> str:
         """Async :meth:`render`."""
+        check_optional_int(max_tokens, "max_tokens")
         return self._render(await self.aitems(), max_tokens)
 
     # -- helpers -----------------------------------------------------------------------------------

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import os
 import sqlite3
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from memory_adapters_sqlite import SQLiteStore
@@ -137,3 +141,151 @@ def test_closed_store_is_a_clear_error(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(StoreUnavailable, match="closed"):
         store.last_seq("c")
+
+
+# -- a database file deleted or replaced while open --------------------------------------------
+
+
+def _every_call(memory: Memory) -> list[tuple[str, Callable[[], object]]]:
+    """One call of every kind, reads and writes, sync and async, in the current session."""
+    store = memory.store
+
+    def run(coro: Callable[[], Coroutine[Any, Any, object]]) -> Callable[[], object]:
+        return lambda: asyncio.run(coro())
+
+    return [
+        ("append", lambda: memory.conversation.append([Message.user("lost?")])),
+        ("aappend", run(lambda: memory.conversation.aappend([Message.user("lost?")]))),
+        ("window", lambda: memory.conversation.window()),
+        ("awindow", run(lambda: memory.conversation.awindow())),
+        ("read", lambda: memory.conversation.read()),
+        ("last_seq", lambda: memory.conversation.last_seq()),
+        ("clear", lambda: memory.conversation.clear()),
+        ("put", lambda: memory.facts.put("lost", "value")),
+        ("aput", run(lambda: memory.facts.aput("lost", "value"))),
+        ("get", lambda: memory.facts.get("tea")),
+        ("all", lambda: memory.facts.all()),
+        ("search", lambda: memory.facts.search("tea")),
+        ("forget", lambda: memory.facts.forget("tea")),
+        ("working set", lambda: memory.working.set("lost", 1)),
+        ("working items", lambda: memory.working.items()),
+        ("tool", lambda: memory.tools.call("save_memory", {"key": "lost", "value": "v"})),
+        ("prune", store.prune),
+        ("list scopes", lambda: store.list_fact_scopes("default", "")),
+    ]
+
+
+def _refuses_everything(memory: Memory) -> int:
+    """Assert every call raises StoreUnavailable naming the cause; return how many."""
+    calls = _every_call(memory)
+    for name, call in calls:
+        with pytest.raises(StoreUnavailable, match="deleted or replaced") as info:
+            call()
+        assert "new store" in str(info.value), name
+    # from a thread that never had a connection: no new, empty database is created either
+    errors: list[BaseException] = []
+
+    def other_thread() -> None:
+        try:
+            memory.store.last_seq("c")
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1 and isinstance(errors[0], StoreUnavailable), errors
+    return len(calls) + 1
+
+
+def _seed(path: Path) -> Memory:
+    memory = Memory(store=SQLiteStore(path), load_entrypoints=False)
+    with memory.session(user_id="alice", conversation_id="c"):
+        memory.conversation.append([Message.user("my tea is oolong"), Message.assistant("ok")])
+        memory.facts.put("tea", "oolong")
+    return memory
+
+
+def test_a_deleted_database_file_is_an_error_not_a_silent_loss(tmp_path: Path) -> None:
+    path = tmp_path / "gone.db"
+    memory = _seed(path)
+    for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        leftover.unlink(missing_ok=True)
+    with memory.session(user_id="alice", conversation_id="c"):
+        assert _refuses_everything(memory) >= 15
+        assert not path.exists(), "the store created a new database under the old one"
+        # a new database at the path does not bring the old store back
+        with Memory(f"sqlite:///{path}") as fresh, fresh.session(user_id="alice"):
+            assert fresh.facts.all() == []
+            fresh.facts.put("new", "file")
+        _refuses_everything(memory)
+    memory.close()
+    with Memory(f"sqlite:///{path}") as fresh, fresh.session(user_id="alice", conversation_id="c"):
+        assert [f.key for f in fresh.facts.all()] == ["new"]
+        assert fresh.conversation.read() == []
+
+
+def test_a_replaced_database_file_is_an_error_and_the_new_file_is_untouched(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "live.db"
+    memory = _seed(path)
+    # another database, complete on disk (its log checkpointed), moved over the live file;
+    # the live file's log is checkpointed first, so that only the main files differ
+    other_path = tmp_path / "other.db"
+    other = _seed(other_path)
+    with other.session(user_id="alice", conversation_id="c"):
+        other.facts.put("tea", "from the other file")
+    other.close()
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    os.replace(other_path, path)
+    with memory.session(user_id="alice", conversation_id="c"):
+        tried = _refuses_everything(memory)
+        assert tried >= 15
+    fresh = Memory(f"sqlite:///{path}", load_entrypoints=False)
+    with fresh.session(user_id="alice", conversation_id="c"):
+        expected_log = [r.message.text for r in fresh.conversation.read()]
+        assert expected_log == ["my tea is oolong", "ok"]
+        got = fresh.facts.get("tea")
+        assert got is not None and got.value == "from the other file"
+        assert [f.key for f in fresh.facts.all()] == ["tea"]  # none of the refused writes
+        fresh.facts.put("written", "after the replacement")
+        # the old store keeps refusing, and closing it leaves the new file's data alone
+        with memory.session(user_id="alice", conversation_id="c"):
+            _refuses_everything(memory)
+        memory.close()
+        assert fresh.facts.get("written") is not None
+    fresh.close()
+    with Memory(f"sqlite:///{path}") as again, again.session(user_id="alice", conversation_id="c"):
+        assert sorted(f.key for f in again.facts.all()) == ["tea", "written"]
+        assert [r.message.text for r in again.conversation.read()] == expected_log
+
+
+def test_a_moved_working_directory_does_not_look_like_a_replaced_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative path is resolved once, when the store opens it."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    memory = Memory("sqlite:///rel.db", load_entrypoints=False)
+    with memory.session(user_id="alice", conversation_id="c"):
+        memory.facts.put("tea", "oolong")
+        monkeypatch.chdir(tmp_path / "b")
+        assert memory.facts.get("tea") is not None
+        errors: list[BaseException] = []
+        key = memory.conversation.key
+
+        def other_thread() -> None:  # a new connection opens the same file
+            try:
+                assert memory.store.last_seq(key) == 0
+            except BaseException as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        assert errors == []
+    memory.close()
+    assert not (tmp_path / "b" / "rel.db").exists()

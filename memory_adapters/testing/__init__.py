@@ -37,6 +37,12 @@ gives its model).
 prefixes, expiry, namespaces, limits); a store without it skips those tests, and cannot
 serve the LangGraph store's searches and namespace listings.
 
+:mod:`memory_adapters.testing.hostile` holds the hostile-argument table the suite runs,
+sync and async, on every store: each public method of ``Conversation``, ``Facts``,
+``WorkingMemory`` and ``MemoryTools`` with huge, negative, zero, wrong-typed, non-finite and
+out-of-range arguments and the exact error class each must raise (nothing stored may
+change), and the boundary calls every store must accept alike.
+
 Needs pytest and hypothesis (``pip install "memory-adapters[dev]"``).
 """
 

@@ -31,7 +31,19 @@ from memory_adapters import (
     hookimpl,
 )
 from memory_adapters.messages import Entry, Record
-from memory_adapters.validation import MAX_ID_LENGTH, MAX_VALUE_BYTES
+from memory_adapters.validation import MAX_ID_LENGTH, MAX_INT, MAX_VALUE_BYTES, describe
+
+from .hostile import (
+    BAD_FLAGS,
+    BAD_IDS,
+    BOUNDARY_CONVERSATION,
+    BOUNDARY_FACTS,
+    BOUNDARY_NOTES,
+    Case,
+    bad_ints,
+    boundary_cases,
+    hostile_cases,
+)
 
 from .windows import WindowProperties
 
@@ -969,6 +981,186 @@ class StoreConformance(WindowProperties):
             refused("fork slash", InvalidInput, lambda: wm.fork("a/b"))
         assert len(tried) >= 60
         assert self._snapshot(memory) == before, "bad input changed what was stored"
+
+    # -- the hostile-argument table (memory_adapters.testing.hostile) --------------------------
+
+    @staticmethod
+    def _table_target(memory: Memory, target: str) -> Any:
+        if target == "conversation":
+            return memory.conversation
+        if target == "facts":
+            return memory.facts
+        if target == "working":
+            return memory.working
+        if target == "fork":
+            return memory.working.fork("f")
+        assert target == "tools", target
+        return memory.tools
+
+    @staticmethod
+    def _judge(case: Case, how: str, result: Any, exc: Exception | None) -> str | None:
+        """What is wrong with a call's outcome, or ``None``."""
+        if case.error is None:
+            if exc is not None:
+                return f"{how} {case.name}: raised {type(exc).__name__}: {exc}"
+            if case.check is not None and not case.check(result):
+                return f"{how} {case.name}: unexpected result {describe(result)}"
+            return None
+        if exc is None:
+            return f"{how} {case.name}: accepted, expected {case.error.__name__}"
+        if type(exc) is not case.error:
+            return (
+                f"{how} {case.name}: raised {type(exc).__name__}: {describe(str(exc))}, "
+                f"expected {case.error.__name__}"
+            )
+        return None
+
+    def _run_table(self, memory: Memory, cases: list[Case]) -> tuple[int, list[str]]:
+        """Run every case with the sync method and then with its async twin, in the current
+        session; return how many calls were made and what went wrong."""
+        failures: list[str] = []
+        tried = 0
+        for case in cases:
+            fn = getattr(self._table_target(memory, case.target), case.method)
+            tried += 1
+            try:
+                result = fn(*case.args, **case.kwargs)
+            except Exception as exc:
+                problem = self._judge(case, "sync", None, exc)
+            else:
+                problem = self._judge(case, "sync", result, None)
+            if problem:
+                failures.append(problem)
+
+        async def run_async() -> int:
+            calls = 0
+            for case in cases:
+                fn = getattr(self._table_target(memory, case.target), "a" + case.method)
+                calls += 1
+                try:
+                    result = await fn(*case.args, **case.kwargs)
+                except Exception as exc:
+                    problem = self._judge(case, "async", None, exc)
+                else:
+                    problem = self._judge(case, "async", result, None)
+                if problem:
+                    failures.append(problem)
+            return calls
+
+        tried += asyncio.run(run_async())
+        return tried, failures
+
+    def _full_snapshot(self, memory: Memory) -> Any:
+        with memory.session(user_id="keeper", conversation_id="keeper"):
+            fork = memory.working.fork("f")
+            return (
+                self._snapshot(memory),
+                memory.conversation.last_seq(),
+                [
+                    (f.key, f.value, f.version, f.importance, f.expires_at)
+                    for f in memory.facts.all()
+                ],
+                {k: (n.value, n.path, n.version) for k, n in fork.items().items()},
+            )
+
+    def test_hostile_arguments_get_one_error_on_every_store_and_change_nothing(
+        self, memory: Memory
+    ) -> None:
+        """Every public method, sync and async, with huge, negative, zero, wrong-typed,
+        non-finite and out-of-range arguments: the exact error class of the table, on every
+        store, and nothing stored changes."""
+        with memory.session(user_id="keeper", conversation_id="keeper"):
+            memory.conversation.append(turn("kept"))
+            memory.facts.put("kept", {"v": 1})
+            memory.facts.put("tea", "oolong tea", importance=0.5, ttl=3600)
+            memory.working.set("kept", [1])
+            memory.working.fork("f").set("forked", "yes")
+        before = self._full_snapshot(memory)
+        cases = hostile_cases(time.time())
+        with memory.session(user_id="keeper", conversation_id="keeper"):
+            tried, failures = self._run_table(memory, cases)
+        assert not failures, f"{len(failures)} of {tried} calls went wrong:\n" + "\n".join(
+            failures[:40]
+        )
+        assert tried == 2 * len(cases) and tried >= 1000, tried
+        assert self._full_snapshot(memory) == before, "a refused call changed what was stored"
+
+    def test_boundary_arguments_are_accepted_alike_on_every_store(self, memory: Memory) -> None:
+        """The largest limits (``MAX_INT``), ttls just within ``MAX_TTL``, the longest keys,
+        the largest values and hostile search strings: accepted, with the same answer."""
+        with memory.session(user_id="edge", conversation_id="edge"):
+            memory.conversation.append(BOUNDARY_CONVERSATION)
+            for key, value in BOUNDARY_FACTS.items():
+                memory.facts.put(key, value)
+            for key, value in BOUNDARY_NOTES.items():
+                memory.working.set(key, value)
+            cases = boundary_cases(time.time())
+            tried, failures = self._run_table(memory, cases)
+        assert not failures, f"{len(failures)} of {tried} calls went wrong:\n" + "\n".join(
+            failures[:40]
+        )
+        assert tried == 2 * len(cases) and tried >= 100, tried
+
+    def test_memory_options_refuse_bad_values(self, store: Store) -> None:
+        """``Memory(...)`` options: the same checks as the methods' arguments; the largest
+        accepted values work on every store."""
+        tried = 0
+
+        def refused(error: type[BaseException], **options: Any) -> None:
+            nonlocal tried
+            tried += 1
+            with pytest.raises(error) as info:
+                Memory(store=store, load_entrypoints=False, **options)
+            assert type(info.value) is error, (options, info.value)
+
+        for option, minimum, none_ok in (
+            ("history_tokens", 1, True),
+            ("summary_tokens", 0, False),
+            ("working_tokens", 1, False),
+            ("max_turn_bytes", 1, False),
+        ):
+            for value in bad_ints(minimum, none_ok=none_ok):
+                refused(InvalidInput, **{option: value})
+        for flag in ("pin_system", "pin_first_turn"):
+            for value in (*BAD_FLAGS, None):
+                refused(InvalidInput, **{flag: value})
+        for model in (5, 5.0, True, b"gpt-4o", ["gpt-4o"], float("nan")):
+            refused(InvalidInput, model=model)
+        for namespace in BAD_IDS:
+            refused(InvalidId, namespace=namespace)
+        memory = Memory(store=store, load_entrypoints=False)
+        bad_counts: list[tuple[Any, Any]] = [
+            ("a string", None),
+            (b"bytes", None),
+            (5, None),
+            (None, None),
+            ([1, "x"], None),
+            (["x", None], None),
+            (["x"], 5),
+            (["x"], b"gpt-4o"),
+        ]
+        for texts, tokenizer in bad_counts:
+            tried += 2
+            with pytest.raises(InvalidInput) as info:
+                memory.count_tokens(texts, tokenizer)
+            assert type(info.value) is InvalidInput, (texts, tokenizer)
+            with pytest.raises(InvalidInput) as info:
+                asyncio.run(memory.acount_tokens(texts, tokenizer))
+            assert type(info.value) is InvalidInput, (texts, tokenizer)
+        assert tried >= 90, tried
+        edge = Memory(
+            store=store,
+            load_entrypoints=False,
+            history_tokens=MAX_INT,
+            summary_tokens=MAX_INT,
+            working_tokens=MAX_INT,
+            max_turn_bytes=MAX_INT,
+        )
+        with edge.session(user_id="edge", conversation_id="edge"):
+            edge.conversation.append(turn("e"))
+            assert len(edge.conversation.window().records) == 4
+            edge.working.set("note", "kept")
+            assert edge.working.render() == "- note: kept"
 
     def test_hostile_keys_and_values_round_trip_exactly(self, memory: Memory) -> None:
         with memory.session(user_id="mallory", conversation_id="hostile"):

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from memory_adapters.errors import StoreUnavailable, VersionConflict
+from memory_adapters.errors import InvalidTTL, StoreUnavailable, VersionConflict
 from memory_adapters.facts import Fact
 
 from .ops import FACTS, DuplicateKey, Op, Plan, Sleep
@@ -90,7 +90,10 @@ def _is_live(doc: dict[str, Any] | None, now: float) -> bool:
 
 def _expires(expires_at: float) -> datetime:
     # BSON dates have millisecond precision: round down, so the TTL never fires early
-    return datetime.fromtimestamp(math.floor(expires_at * 1000) / 1000, tz=UTC)
+    try:
+        return datetime.fromtimestamp(math.floor(expires_at * 1000) / 1000, tz=UTC)
+    except (ValueError, OverflowError, OSError):  # the core refuses these first (MAX_TTL)
+        raise InvalidTTL(f"expires_at {expires_at!r} is not a date MongoDB can hold") from None
 
 
 def _backoff(deadline: float, key: str) -> Plan[None]:

@@ -37,6 +37,7 @@ from typing import Any
 
 from memory_adapters.errors import AppendConflict, StoreUnavailable
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.validation import MAX_INT
 
 from .ops import BATCHES, HEADS, SUMMARIES, DuplicateKey, Op, Plan, Sleep
 from .schema import check_size, text_bound
@@ -222,7 +223,9 @@ def read(
     if limit is not None:
         if limit <= 0:
             return []
-        hi = lo + limit - 1 if hi is None else min(hi, lo + limit - 1)
+        # a limit up to MAX_INT: keep the bound an int64, which is all BSON holds
+        last = min(lo + limit - 1, MAX_INT)
+        hi = last if hi is None else min(hi, last)
     if hi is not None and hi < lo:
         return []
     first = 1

@@ -3,7 +3,8 @@
 Every operation is a plan (:mod:`.log`, :mod:`.facts`) run by the sync driver on a
 ``MongoClient`` or awaited by the async driver on an ``AsyncMongoClient`` or a Motor client
 (:mod:`.ops`, :mod:`.clients`). Every argument that goes into a query is checked here to be
-a plain ``str``, ``int`` or ``float``, so no caller-supplied value can become an operator.
+a plain ``str``, ``int`` (within BSON's 64 bits) or ``float``, so no caller-supplied value
+can become an operator.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from memory_adapters.errors import InvalidId, InvalidInput
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.store import Store
+from memory_adapters.validation import MAX_INT, describe
 
 from . import facts, log
 from .clients import Clients
@@ -39,6 +41,8 @@ def _opt_text(value: object, what: str) -> str | None:
 def _int(value: object, what: str) -> int:
     if type(value) is not int:
         raise InvalidInput(f"{what} must be an int, not {type(value).__name__}")
+    if not -MAX_INT - 1 <= value <= MAX_INT:  # BSON holds 64-bit ints at most
+        raise InvalidInput(f"{what} is out of the 64-bit range: {describe(value)}")
     return value
 
 

@@ -8,7 +8,9 @@
   is one index range scan on ``(conversation, start_tokens, seq)``, whatever the length of
   the conversation.
 * Facts are searched with a ``tsvector`` column and a GIN index (the ``simple``
-  configuration: no stemming, any language), ranked by ``ts_rank``.
+  configuration: no stemming, any language), ranked by ``ts_rank``. The text indexed is at
+  most :data:`~memory_adapters.facts.MAX_SEARCH_TEXT_BYTES`, so that the ``tsvector`` of any
+  value stays within PostgreSQL's 1 MiB limit.
 * The scopes under a prefix (``list_fact_scopes``) are listed by a skip scan of the index
   ``(namespace, scope COLLATE "C")`` (migration 2): one index seek per distinct scope.
 * Every operation is written once, as a generator of SQL statements, and driven by a sync
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
-from memory_adapters.facts import Fact
+from memory_adapters.facts import Fact, bound_search_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.store import Store, prefix_upper_bound
 
@@ -449,7 +451,8 @@ class PostgresStore(Store):
             "sc": scope,
             "k": key,
             "d": data,
-            "t": text,
+            # a tsvector holds at most 1 MiB: index a bounded text (the core bounds it too)
+            "t": bound_search_text(text),
             "i": importance,
             "now": now,
             "exp": expires_at,

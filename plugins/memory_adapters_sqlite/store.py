@@ -8,6 +8,13 @@
   namespace and scope), so a search only ever matches the scope's own facts.
 * The scopes under a prefix (``list_fact_scopes``) are listed by a skip scan of the unique
   index ``(namespace, scope, key)``: one index seek per distinct scope (:func:`scopes_sql`).
+* A database file deleted or replaced while the store has it open would silently take later
+  writes into the old, unlinked file, which no other connection sees. The store remembers
+  the file's identity (device and inode) when it opens it and compares it on every operation
+  (one ``os.stat``); once the file is gone or is another file, every call raises
+  :class:`~memory_adapters.errors.StoreUnavailable`, and a new store must be opened. (The
+  store's own connections keep the old inode allocated, so a new file cannot take its
+  number.) Not for ``:memory:`` databases.
 """
 
 from __future__ import annotations
@@ -129,6 +136,13 @@ class SQLiteStore(Store):
         self.path = os.fspath(path)
         self.timeout = timeout
         self._memory = self.path in (":memory:", "")
+        # Connections of every thread open the file found here now, even if the process
+        # changes its working directory later.
+        self._file = self.path if self._memory else os.path.abspath(self.path)
+        # (st_dev, st_ino) of the database file when the store opened it; and, once that
+        # file was deleted or replaced, why the store can no longer be used.
+        self._identity: tuple[int, int] | None = None
+        self._lost: str | None = None
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
@@ -148,7 +162,7 @@ class SQLiteStore(Store):
         while True:
             try:
                 db = sqlite3.connect(
-                    self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
+                    self._file, timeout=self.timeout, isolation_level=None, check_same_thread=False
                 )
                 db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
                 if not self._memory:
@@ -169,6 +183,28 @@ class SQLiteStore(Store):
             self._all.append(db)
         return db
 
+    def _stat(self) -> tuple[int, int] | None:
+        """The identity (device, inode) of the file at the store's path, ``None`` if none."""
+        try:
+            st = os.stat(self._file)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:  # e.g. a directory made unreadable: perhaps only for now
+            raise StoreUnavailable(f"cannot check SQLite database {self.path!r}: {exc}") from exc
+        return st.st_dev, st.st_ino
+
+    def _check_file(self) -> None:
+        """Raise :class:`StoreUnavailable` if the database file was deleted or replaced since
+        the store opened it, and on every call after that."""
+        if self._lost is None and self._stat() != self._identity:
+            self._lost = (
+                f"the SQLite database file {self.path!r} was deleted or replaced while this "
+                "store had it open; what this store would write would go to the old file, "
+                "which nothing else sees. Open a new store (or Memory) on the path"
+            )
+        if self._lost is not None:
+            raise StoreUnavailable(self._lost)
+
     @contextmanager
     def _connection(self) -> Iterator[sqlite3.Connection]:
         try:
@@ -178,9 +214,13 @@ class SQLiteStore(Store):
                         self._shared = self._connect()
                     yield self._shared
                 return
+            if self._identity is not None and not self._closed:
+                self._check_file()  # before a new thread's connect could create a new file
             db: sqlite3.Connection | None = getattr(self._local, "db", None)
             if db is None:
                 db = self._local.db = self._connect()
+            if self._identity is None:
+                self._identity = self._stat()  # the file the first connection opened
             yield db
         except sqlite3.OperationalError as exc:
             # locked past the timeout, disk full, file gone: the operation did not happen

@@ -44,7 +44,6 @@ from .hostile import (
     boundary_cases,
     hostile_cases,
 )
-
 from .windows import WindowProperties
 
 StoreFactory = Callable[[], Store]

@@ -519,7 +519,8 @@ def boundary_cases(now: float) -> list[Case]:
             (),
             {"max_tokens": None, "max_messages": MAX_INT, "pin_system": False},
             ok,
-            lambda w: not w.pinned and len(w.records) == tail,
+            # unpinned, and everything fits: the window opens with the system message
+            lambda w: not w.pinned and len(w.records) == n,
         ),
         Case(
             "conversation",

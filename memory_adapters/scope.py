@@ -88,18 +88,27 @@ class Scope:
         return self.conversation_key
 
 
+_ENTERED: contextvars.ContextVar[dict[Session, tuple[contextvars.Token[Scope | None], ...]]] = (
+    contextvars.ContextVar("memory_adapters.entered_sessions")
+)
+"""Per context, the tokens of the sessions entered and not yet exited there, innermost last."""
+
+
 class Session:
     """Sets the scope for the code inside it; a sync and an async context manager.
 
-    Nested sessions inherit what they do not set. Exiting restores the outer scope.
+    Nested sessions inherit what they do not set. Exiting restores the scope in force before
+    the matching entry. One session object may be entered again while it is in force (``with
+    s: with s:``), and in several threads or tasks at once: each exit undoes its own entry in
+    its own context. Exiting a session in a context where it was not entered raises
+    :class:`~memory_adapters.errors.InvalidInput`.
     """
 
-    __slots__ = ("_scope", "_token", "_var")
+    __slots__ = ("_scope", "_var")
 
     def __init__(self, var: contextvars.ContextVar[Scope | None], scope: Scope) -> None:
         self._var = var
         self._scope = scope
-        self._token: contextvars.Token[Scope | None] | None = None
 
     @property
     def scope(self) -> Scope:
@@ -107,15 +116,23 @@ class Session:
         return self._scope
 
     def __enter__(self) -> Scope:
-        self._token = self._var.set(self._scope)
+        token = self._var.set(self._scope)
+        entered = _ENTERED.get({})
+        _ENTERED.set({**entered, self: (*entered.get(self, ()), token)})
         return self._scope
 
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._token is not None:
-            self._var.reset(self._token)
-            self._token = None
+        entered = _ENTERED.get({})
+        tokens = entered.get(self)
+        if not tokens:
+            raise InvalidInput("this session was not entered here: exit it where it was entered")
+        rest = {k: v for k, v in entered.items() if k is not self}
+        if len(tokens) > 1:
+            rest[self] = tokens[:-1]
+        _ENTERED.set(rest)
+        self._var.reset(tokens[-1])
 
     async def __aenter__(self) -> Scope:
         return self.__enter__()

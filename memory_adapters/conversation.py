@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidInput, ValueTooLarge
+from .errors import InvalidInput, InvalidValue, ValueTooLarge
 from .messages import AppendResult, Entry, Message, Record
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .tokens import MESSAGE_OVERHEAD
@@ -61,7 +61,9 @@ class Conversation:
         expected_last_seq: int | None,
         idempotency_key: str | None,
         model: str | None,
+        coerce: bool = False,
     ) -> Plan[AppendResult]:
+        check_bool(coerce, "coerce")
         if isinstance(messages, Message) or not isinstance(messages, Sequence):
             raise InvalidInput("append takes a sequence of Message objects")
         msgs = list(messages)
@@ -90,7 +92,7 @@ class Conversation:
             if not msgs:
                 raise InvalidInput("a before_save hook removed every message of the turn")
         limit = self._memory.max_turn_bytes
-        data = [m.serialize(limit) for m in msgs]  # validates: one walk, one dump each
+        data = [_serialized(msgs, i, limit, coerce) for i in range(len(msgs))]
         counts: list[int] = yield hooks.count_tokens(
             [m.token_text() for m in msgs], model or self._memory.model
         )
@@ -162,6 +164,7 @@ class Conversation:
         expected_last_seq: int | None = None,
         idempotency_key: str | None = None,
         model: str | None = None,
+        coerce: bool = False,
     ) -> AppendResult:
         """Append one turn's messages as one batch.
 
@@ -169,11 +172,14 @@ class Conversation:
         :class:`~memory_adapters.errors.AppendConflict`); ``idempotency_key`` makes a retry
         a no-op; ``model`` picks the tokenizer (default: the ``Memory``'s).
         ``expected_last_seq`` is an int from 0 to ``MAX_INT``; ``run_id`` and
-        ``idempotency_key`` are identifiers.
+        ``idempotency_key`` are identifiers. A value that is not plain JSON raises
+        :class:`~memory_adapters.errors.InvalidValue`, unless ``coerce`` is true: for messages
+        a framework accepted from a model (``NaN`` in tool-call arguments, a lone surrogate),
+        which are then stored in the encoding of :func:`~memory_adapters.validation.json_safe`.
         """
         check_model(model)
         result: AppendResult = drive_sync(
-            self._append(messages, run_id, expected_last_seq, idempotency_key, model),
+            self._append(messages, run_id, expected_last_seq, idempotency_key, model, coerce),
             self._memory.store,
             self._memory.hooks,
         )
@@ -237,11 +243,12 @@ class Conversation:
         expected_last_seq: int | None = None,
         idempotency_key: str | None = None,
         model: str | None = None,
+        coerce: bool = False,
     ) -> AppendResult:
         """Async :meth:`append`."""
         check_model(model)
         result: AppendResult = await drive_async(
-            self._append(messages, run_id, expected_last_seq, idempotency_key, model),
+            self._append(messages, run_id, expected_last_seq, idempotency_key, model, coerce),
             self._memory.store,
             self._memory.hooks,
         )
@@ -286,6 +293,20 @@ class Conversation:
     async def aclear(self) -> int:
         """Async :meth:`clear`."""
         return await self._memory.store.adelete_conversation(self.key)
+
+
+def _serialized(msgs: list[Message], i: int, limit: int, coerce: bool) -> str:
+    """The JSON text of ``msgs[i]``; with ``coerce``, a message JSON cannot hold is replaced in
+    ``msgs`` by its :meth:`~Message.coerced` copy first."""
+    try:
+        return msgs[i].serialize(limit)  # validates: one walk, one dump
+    except ValueTooLarge:
+        raise
+    except InvalidValue:
+        if not coerce:
+            raise
+    msgs[i] = msgs[i].coerced()
+    return msgs[i].serialize(limit)
 
 
 def _opts(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
 from .errors import InvalidValue
-from .validation import check_json, describe, dumps
+from .validation import check_json, describe, dumps, json_safe
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
@@ -165,6 +165,35 @@ class Message:
             raise InvalidValue("only a 'tool' message carries tool_results")
         if self.tool_calls and self.role != "assistant":
             raise InvalidValue("only an 'assistant' message carries tool_calls")
+
+    def coerced(self) -> Message:
+        """A copy holding only plain JSON: what :func:`~memory_adapters.validation.json_safe`
+        makes of each value. For a message a framework accepted from a model, which must be
+        stored whatever the model put in it."""
+        return Message(
+            self.role,
+            json_safe(self.text) if isinstance(self.text, str) else str(self.text),
+            tool_calls=[
+                ToolCall(
+                    json_safe(c.id),
+                    json_safe(c.name),
+                    args if isinstance(args := json_safe(c.args), dict) else {"args": args},
+                )
+                for c in self.tool_calls
+            ],
+            tool_results=[
+                ToolResult(
+                    json_safe(r.id),
+                    json_safe(r.content),
+                    None if r.name is None else json_safe(r.name),
+                    bool(r.is_error),
+                )
+                for r in self.tool_results
+            ],
+            framework=self.framework,
+            raw=json_safe(self.raw),
+            meta=json_safe(self.meta),
+        )
 
     def token_text(self) -> str:
         """The text a token counter sees for this message."""

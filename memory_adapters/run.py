@@ -8,12 +8,17 @@ LangChain adapters load, show and persist memory the same way:
    resolvers, else the session; a run started inside another run is a *sub-agent* run on a
    fork of the parent's working memory, whose messages go to a child conversation), or raises
    :class:`~memory_adapters.errors.NoScope`;
-2. ``start`` calls ``run_started``; ``window`` reads the budgeted window of past messages;
+2. ``start`` calls ``run_started``; ``window`` reads the budgeted window of past messages
+   (without what earlier attempts of the same run id stored: a retried run starts over from
+   the history its first attempt started from);
    ``fragments`` renders the instruction fragments (tool guidance, preloaded facts, working
    memory) and ``before_model_call`` lets plugins rewrite them;
-3. ``finish`` persists the run's new messages once, as one batch under the run id as its
-   idempotency key, calls ``run_finished`` and merges a sub-agent's fork back; ``fail``
-   persists what completed, marked ``meta["failed"] = True``, and calls ``run_failed``. An
+3. ``finish`` persists the run's new messages once, as one batch keyed by the run id and what
+   the batch says (:func:`outcome_key`: the same run persisted again with the same outcome is
+   stored once, a retry that ends otherwise is stored too), calls ``run_finished`` and merges
+   a sub-agent's fork back; ``fail`` persists what completed, marked ``meta["failed"] = True``,
+   and calls ``run_failed``. Values a framework accepted from a model that JSON cannot hold
+   are stored in the encoding of :func:`~memory_adapters.validation.json_safe`. An
    adapter that can see the run's steps (the LangChain middleware) may instead ``save`` each
    step's messages as they complete, each as a batch of its own (keys ``<run id>.1``,
    ``<run id>.2`` ...), so that a run which raises keeps what completed; ``finish`` then
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import itertools
 import json
 import time
@@ -44,7 +50,8 @@ from .facts import Facts
 from .messages import AppendResult, Message
 from .scope import Scope
 from .steps import Plan, drive_async, drive_sync
-from .validation import check_positive_int
+from .validation import MAX_ID_LENGTH, check_positive_int
+from .window import pair_tool_calls
 from .working import POLICIES, MergePolicy, MergeReport, WorkingMemory
 
 if TYPE_CHECKING:
@@ -95,10 +102,31 @@ def active_run(memory: Memory) -> RunLifecycle | None:
     return lifecycle
 
 
+def own_run_id(memory: Memory, given: object) -> str:
+    """The id of a new run: ``given`` (the framework's run id, so that a run retried under the
+    same id is known as the same run), unless there is none or a run of ``memory`` active here
+    has it already (a nested call handed its parent's id): then a new one."""
+    if given is not None and given != "":
+        candidate = str(given)
+        run = active_run(memory)
+        while run is not None and run.run.run_id != candidate:
+            run = run.parent
+        if run is None:
+            return candidate
+    return uuid.uuid4().hex
+
+
 def fork_name(name: str | None) -> str:
     """A usable working-memory fork name for a sub-agent called ``name``."""
     cleaned = (name or "").replace("/", "_").strip()
     return cleaned[:64] or "subagent"
+
+
+def run_fork(name: str, run_id: str) -> str:
+    """The working-memory fork of one sub-agent run: ``<name>@<run id>``. A fork belongs to one
+    run, so two runs of the same sub-agent at once never see each other's notes, and a run that
+    fails leaves its notes apart (never merged), where they can be inspected."""
+    return f"{name}@{run_id.replace('/', '_')[:96]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +157,9 @@ def run_scope(
 
     The given values (the caller's explicit identifiers and what its resolvers returned) win;
     what they leave unset comes from the session in force. Under a ``parent`` run they come
-    from the parent's scope instead, with the working memory on a fork named after the
-    sub-agent (``name``), and the messages in a child conversation (see
-    :data:`SubConversation`) unless a conversation id is given. Raises
+    from the parent's scope instead, with the working memory on a fork of this run alone,
+    named after the sub-agent and the run (:func:`run_fork`), and the messages in a child
+    conversation (see :data:`SubConversation`) unless a conversation id is given. Raises
     :class:`~memory_adapters.errors.NoScope` when no conversation is in scope; ``hint`` is its
     message (how this framework's callers name a conversation).
     """
@@ -142,15 +170,16 @@ def run_scope(
     if parent is not None:
         base = parent.scope
         fork = fork_name(name)
+        run_id = run_id or uuid.uuid4().hex
         scope = replace(
             base.merged(user_id=user_id, agent_id=agent_id, namespace=namespace),
-            fork=(*base.fork, fork),
+            fork=(*base.fork, run_fork(fork, run_id)),
         )
         if conversation_id is None:
             parent_id = parent.conversation.conversation_id or "conversation"
             conversation_id = f"{parent_id}/{fork}"
             if sub_conversation == "per_run":
-                conversation_id += f"/{run_id or uuid.uuid4().hex}"
+                conversation_id += f"/{run_id}"
         return RunScope(scope, replace(scope, conversation_id=conversation_id))
     scope = memory.scope.merged(
         user_id=user_id, agent_id=agent_id, namespace=namespace, conversation_id=conversation_id
@@ -290,6 +319,14 @@ class RunLifecycle:
         window: Window = yield from conversation._window(
             {**self.window_options, **options}, self.run
         )
+        mine = self.run.run_id
+        if any(r.run_id == mine for r in (*window.pinned, *window.records)):
+            # earlier attempts of this very run (a retry under the same run id): the run
+            # starts over from the history they started from
+            window.pinned = pair_tool_calls([r for r in window.pinned if r.run_id != mine])
+            window.records = pair_tool_calls(
+                [r for r in window.records if r.run_id != mine], window.left_out
+            )
         return window
 
     def _fragments(
@@ -322,7 +359,7 @@ class RunLifecycle:
     def _append(self, msgs: list[Message], key: str) -> Plan[AppendResult]:
         conversation = Conversation(self.memory, self.conversation)
         result: AppendResult = yield from conversation._append(
-            msgs, self.run.run_id, None, key, None
+            msgs, self.run.run_id, None, outcome_key(key, msgs), None, coerce=True
         )
         self._saved.extend(msgs)
         self.result = result
@@ -461,6 +498,28 @@ class RunLifecycle:
 
     def __repr__(self) -> str:
         return f"<RunLifecycle {self.run.framework} run={self.run.run_id} scope={self.scope}>"
+
+
+def outcome_key(base: str, messages: Sequence[Message]) -> str:
+    """The idempotency key of a run's batch: ``base`` (the run id, or ``<run id>.<step>``) and a
+    fingerprint of what the batch says (roles, texts, tool calls' names and arguments, tool
+    results; not ids, timestamps or ``raw``). A batch persisted again with the same outcome (a
+    retried persist, a replayed run) is stored once; a retry of the run that ends otherwise (a
+    failed attempt, then its answer) is stored as well."""
+    said = [
+        (
+            m.role,
+            m.text,
+            [(c.name, c.args) for c in m.tool_calls],
+            [(r.content, r.is_error) for r in m.tool_results],
+        )
+        for m in messages
+    ]
+    text = json.dumps(said, default=str, sort_keys=True, ensure_ascii=False)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    if len(base) > MAX_ID_LENGTH - 17:
+        base = hashlib.sha256(base.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{base}#{digest}"
 
 
 def _text(value: Any) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from .errors import InvalidId, InvalidInput, InvalidTTL, InvalidValue, ValueTooLarge
@@ -122,6 +123,75 @@ def dumps(value: Any, what: str = "value", limit: int = MAX_VALUE_BYTES) -> str:
     if size > limit:
         raise ValueTooLarge(f"{what} is {size} bytes as JSON; the limit is {limit}")
     return text
+
+
+NON_FINITE: dict[str, str] = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+"""How :func:`json_safe` writes the floats JSON cannot hold (as pydantic's
+``ser_json_inf_nan="strings"`` does)."""
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` made into plain JSON that any store keeps, for values a framework accepted
+    from a model (tool-call arguments with ``NaN``, text with a lone surrogate ...), which
+    must be stored rather than refused. Values JSON holds come back unchanged; for the rest:
+
+    * ``NaN``, ``Infinity`` and ``-Infinity`` become the strings ``"NaN"``, ``"Infinity"`` and
+      ``"-Infinity"``;
+    * a lone surrogate in a string (or a key) becomes U+FFFD, the replacement character;
+    * tuples become lists; ``str``, ``int`` and ``float`` subclasses their plain value; a key
+      that is not a string its ``str``; any other object its ``str``;
+    * a value nested deeper than :data:`MAX_DEPTH` becomes its JSON text, and an int of more
+      digits than Python writes its ``str`` cut short.
+
+    A value too large for a store still raises :class:`ValueTooLarge` where it is written.
+    """
+    return _safe(value, 0)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _safe_text(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _safe(value: Any, depth: int) -> Any:
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, str):
+        return _safe_text(str(value))
+    if isinstance(value, int):
+        plain = int(value)
+        try:
+            json.dumps(plain)
+        except ValueError:  # more digits than Python writes
+            return describe(plain)
+        return plain
+    if isinstance(value, float):
+        plain_float = float(value)
+        if math.isfinite(plain_float):
+            return plain_float
+        return NON_FINITE["nan" if plain_float != plain_float else str(plain_float)]
+    if depth >= MAX_DEPTH:
+        try:
+            return _safe_text(json.dumps(value, default=str, ensure_ascii=False))
+        except (ValueError, RecursionError):
+            return "..."
+    if isinstance(value, dict):
+        return {
+            _safe_text(k if isinstance(k, str) else str(k)): _safe(v, depth + 1)
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [_safe(v, depth + 1) for v in value]
+    try:
+        return _safe_text(str(value))
+    except Exception:
+        return f"<{type(value).__name__}>"
 
 
 def loads(text: str) -> Any:

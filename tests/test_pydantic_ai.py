@@ -619,7 +619,8 @@ def test_a_sub_agent_works_on_a_fork_and_merges_back(memory: Memory) -> None:
     assert sub_seen["after"] == "Tea House, 5th Street"
     assert sub_seen["facts"] == ["tea"]  # the same user's facts
     sub_scope: Scope = sub_seen["sub_scope"]
-    assert sub_scope.user_id == "alice" and sub_scope.fork == ("researcher",)
+    assert sub_scope.user_id == "alice" and len(sub_scope.fork) == 1
+    assert sub_scope.fork[0].startswith("researcher@")  # a fork of this sub-agent run alone
     assert sub_scope.conversation_id == "trip"  # its working memory is a fork of trip's
     assert sub_seen["sub_conversation"] == "trip/researcher"  # its messages are its own
     assert [m.text for m in stored(memory, "trip", user_id="alice") if m.role == "user"] == [
@@ -638,8 +639,9 @@ def test_a_sub_agent_fork_without_merge_keeps_its_notes(local_memory: Memory) ->
     with memory.session(user_id="alice", conversation_id="trip"):
         parent.run_sync("plan")
         assert memory.working.get("shop") is None
-        assert memory.working.fork("researcher").get("shop") == "Tea House, 5th Street"
-        memory.working.fork("researcher").merge()
+        fork = memory.working.fork(seen["sub_scope"].fork[-1])  # the run's own fork
+        assert fork.get("shop") == "Tea House, 5th Street"
+        fork.merge()
         assert memory.working.get("shop") == "Tea House, 5th Street"
     assert seen["sub_conversation"].startswith("trip/researcher/")
 

@@ -44,6 +44,7 @@ from memory_adapters.run import (
     RunScope,
     SubConversation,
     active_run,
+    own_run_id,
     run_options,
 )
 from memory_adapters.working import MergePolicy
@@ -139,13 +140,14 @@ class MemoryGraph(Runnable[Any, Any]):
         name = self.agent_name or (config.get("metadata") or {}).get("lc_agent_name")
         return name if isinstance(name, str) else (self.graph.name or None)
 
-    def _turn(self, where: RunScope, config: RunnableConfig) -> _Turn:
+    def _turn(self, where: RunScope, config: RunnableConfig, run_id: str) -> _Turn:
         configurable = config.get("configurable") or {}
         threaded = bool(self.graph.checkpointer) and bool(configurable.get("thread_id"))
         lifecycle = RunLifecycle(
             self.memory,
             where,
             framework=FRAMEWORK,
+            run_id=run_id,
             agent=self._name(config),
             parent=active_run(self.memory),
             merge=self.merge,
@@ -153,12 +155,14 @@ class MemoryGraph(Runnable[Any, Any]):
         )
         return _Turn(lifecycle, threaded)
 
-    def _where(self, resolved: dict[str, Any], config: RunnableConfig, context: Any) -> RunScope:
+    def _where(
+        self, resolved: dict[str, Any], config: RunnableConfig, context: Any, run_id: str
+    ) -> RunScope:
         return run_where(
             self.memory,
             checked(resolved),
             framework_values(config, context),
-            run_id=uuid.uuid4().hex,
+            run_id=run_id,
             name=self._name(config),
             sub_conversation=self.sub_conversation,
         )
@@ -212,7 +216,8 @@ class MemoryGraph(Runnable[Any, Any]):
     ) -> tuple[_Turn, RunnableConfig, dict[str, Any]]:
         config = ensure_config(config)
         resolved = call_resolvers(self.resolvers, config, allow_async=False)
-        turn = self._turn(self._where(resolved, config, context), config)
+        run_id = own_run_id(self.memory, config.get("run_id"))
+        turn = self._turn(self._where(resolved, config, context, run_id), config, run_id)
         self._input(turn, input)
         lifecycle = turn.lifecycle
         lifecycle.start()
@@ -274,7 +279,8 @@ class MemoryGraph(Runnable[Any, Any]):
     ) -> tuple[_Turn, RunnableConfig, dict[str, Any]]:
         config = ensure_config(config)
         resolved = await awaited(call_resolvers(self.resolvers, config, allow_async=True))
-        turn = self._turn(self._where(resolved, config, context), config)
+        run_id = own_run_id(self.memory, config.get("run_id"))
+        turn = self._turn(self._where(resolved, config, context, run_id), config, run_id)
         self._input(turn, input)
         lifecycle = turn.lifecycle
         await lifecycle.astart()

@@ -71,6 +71,7 @@ from memory_adapters.run import (
     RunScope,
     SubConversation,
     active_run,
+    own_run_id,
     run_options,
 )
 from memory_adapters.steps import Plan, drive_async, drive_sync
@@ -345,7 +346,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
 
     def before_agent(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Start the run: its scope, its window, its input stored."""
-        run_id = uuid.uuid4().hex
+        run_id = own_run_id(self.memory, _run_id(runtime))
         lifecycle = self._lifecycle(self.resolve_scope(runtime, run_id), run_id)
         run, update = drive_sync(
             self._begin(lifecycle, state), self.memory.store, self.memory.hooks
@@ -357,7 +358,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         self, state: MemoryState, runtime: Runtime[Any]
     ) -> dict[str, Any] | None:
         """Async :meth:`before_agent`."""
-        run_id = uuid.uuid4().hex
+        run_id = own_run_id(self.memory, _run_id(runtime))
         lifecycle = self._lifecycle(await self.aresolve_scope(runtime, run_id), run_id)
         run, update = await drive_async(
             self._begin(lifecycle, state), self.memory.store, self.memory.hooks
@@ -564,6 +565,12 @@ def _earlier(
     last = max((i for i, m in enumerate(messages) if m.id in in_window), default=-1)
     hidden = in_window | {m.id for m in messages[: last + 1] if m.id is not None}
     return old, hidden
+
+
+def _run_id(runtime: Any) -> Any:
+    """LangGraph's id of the run (the ``run_id`` of the caller's config, or one LangGraph made
+    up), so that a run retried under the same ``run_id`` is known as the same run."""
+    return getattr(getattr(runtime, "execution_info", None), "run_id", None)
 
 
 def _resumed_key(state: Any) -> tuple[str, str]:

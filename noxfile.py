@@ -16,6 +16,8 @@ SUITES: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_hooks.py",
             "tests/test_plugins.py",
             "tests/test_tokens.py",
+            "tests/test_validation.py",
+            "tests/test_windows.py",
             "tests/test_store_inmemory.py",
             "tests/test_store_sqlite.py",
         ],
@@ -25,12 +27,17 @@ SUITES: dict[str, tuple[list[str], list[str]]] = {
     # the adapters run on every store, so their suites also need the stores' extras
     "pydantic-ai": (
         ["offline", "pydantic-ai", "postgres", "mongo"],
-        ["tests/test_pydantic_ai.py", "tests/test_pydantic_ai_store.py"],
+        [
+            "tests/test_pydantic_ai.py",
+            "tests/test_pydantic_ai_faults.py",
+            "tests/test_pydantic_ai_store.py",
+        ],
     ),
     "langchain": (
         ["offline", "langchain", "postgres", "mongo"],
         [
             "tests/test_langchain.py",
+            "tests/test_langchain_faults.py",
             "tests/test_langchain_history.py",
             "tests/test_langgraph_store.py",
         ],

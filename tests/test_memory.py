@@ -76,6 +76,54 @@ def test_sessions_are_per_thread(memory: Memory) -> None:
     assert seen == {"thread": None}
 
 
+def test_one_session_object_entered_twice_restores_what_was_before(memory: Memory) -> None:
+    session = memory.session(user_id="alice", conversation_id="c")
+    other = memory.session(user_id="bob")
+    with session:
+        with session:
+            assert memory.scope.user_id == "alice"
+        assert memory.scope.user_id == "alice"  # the outer entry is still in force
+        with other, session:
+            assert memory.scope.user_id == "alice"
+        assert memory.scope.user_id == "alice"
+    assert memory.scope == Scope()  # nothing left in force after both blocks
+
+
+def test_one_session_object_in_many_threads_and_tasks_at_once(memory: Memory) -> None:
+    session = memory.session(user_id="alice")
+    barrier = threading.Barrier(6)
+    failures: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            with session:
+                barrier.wait(10)  # all six inside at once
+                assert memory.scope.user_id == "alice"
+            assert memory.scope == Scope()
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+    async def task(delay: float) -> None:
+        async with session:
+            await asyncio.sleep(delay)  # they exit in another order than they entered
+            assert memory.scope.user_id == "alice"
+        assert memory.scope == Scope()
+
+    async def main() -> None:
+        await asyncio.gather(*(task(0.03 - 0.01 * i) for i in range(3)))
+
+    asyncio.run(main())
+    with pytest.raises(InvalidInput):  # exited where it was never entered
+        session.__exit__(None, None, None)
+
+
 def test_two_memories_have_separate_sessions() -> None:
     a, b = Memory("memory://"), Memory("memory://")
     with a.session(user_id="alice"):

@@ -35,7 +35,6 @@ from test_store_mongo import Locked
 from memory_adapters import (
     InvalidId,
     InvalidInput,
-    InvalidValue,
     Memory,
     Message,
     NoScope,
@@ -669,12 +668,6 @@ def test_bad_input_raises_typed_errors_and_loses_nothing(memory: Memory) -> None
             history.add_messages(value)
         with pytest.raises(InvalidInput, match="LangChain"):
             asyncio.run(history.aadd_messages(value))
-    # text that cannot be encoded (a lone surrogate): the whole batch is refused
-    broken = [HumanMessage("fine"), AIMessage("half \ud800 a character")]
-    with pytest.raises(InvalidValue, match="Unicode"):
-        history.add_messages(broken)
-    with pytest.raises(InvalidValue, match="Unicode"):
-        asyncio.run(history.aadd_messages(broken))
     assert stored(memory, "bad") == before
     assert texts(history.messages) == ["keep me", "kept"]
 
@@ -687,17 +680,40 @@ def test_bad_input_raises_typed_errors_and_loses_nothing(memory: Memory) -> None
     assert texts(history.messages)[-2:] == ["odd", "kept too"]
     assert len(stored(memory, "bad")) == 4
 
+    # what a model made and JSON cannot hold (a lone surrogate, NaN arguments) is stored,
+    # encoded, never refused: the turn is not lost
+    made = AIMessage(
+        "half \ud800 a character",
+        tool_calls=[{"name": "f", "args": {"x": float("nan")}, "id": "c1"}],
+    )
+    history.add_messages([HumanMessage("fine"), made])
+    asyncio.run(history.aadd_messages([HumanMessage("again"), made]))
+    assert [text for _, text, _ in stored(memory, "bad")[-4:]] == [
+        "fine",
+        "half \ufffd a character",
+        "again",
+        "half \ufffd a character",
+    ]
+    with memory.session(conversation_id="bad"):
+        assert memory.conversation.read()[-1].message.tool_calls[0].args == {"x": "NaN"}
 
-def test_a_model_answer_that_cannot_be_stored_leaves_the_conversation_as_it_was(
-    memory: Memory,
-) -> None:
+
+def test_a_model_answer_json_cannot_hold_is_stored_encoded_not_lost(memory: Memory) -> None:
     """RunnableWithMessageHistory saves in a callback, and LangChain logs (does not raise) what a
-    callback raises: the turn is not stored, and nothing stored before is touched."""
+    callback raises: a turn refused there would be lost without a word. What a model made is
+    stored whatever it holds, in the documented encoding."""
     model = ScriptedChatModel(["fine", "broken \udfff", "fine again"])
     runnable = RunnableWithMessageHistory(model, factory(memory))
     for n in range(3):
         run_turn(runnable, "invoke", f"q{n}", "c")
-    assert [t for _, t, _ in stored(memory, "c")] == ["q0", "fine", "q2", "fine again"]
+    assert [t for _, t, _ in stored(memory, "c")] == [
+        "q0",
+        "fine",
+        "q1",
+        "broken \ufffd",
+        "q2",
+        "fine again",
+    ]
 
 
 def test_scope_comes_from_the_session_and_the_arguments(memory: Memory) -> None:

@@ -203,15 +203,16 @@ class MemoryChatMessageHistory(BaseChatMessageHistory):
         """Append ``messages`` as one batch (nothing for an empty one); drops the kept window.
 
         Raises :class:`~memory_adapters.InvalidInput` (a ``ValueError``) for anything but
-        LangChain messages and :class:`~memory_adapters.InvalidValue` for content that cannot be
-        stored exactly; then nothing of the batch is stored.
+        LangChain messages; then nothing of the batch is stored. Values JSON cannot hold that a
+        model put in a message (``NaN`` in tool-call arguments) are stored in the encoding of
+        :func:`~memory_adapters.validation.json_safe`, never refused.
         """
         batch = self._neutral(messages)
         self.invalidate()
         if not batch:
             return
         try:
-            self.conversation.append(batch)
+            self.conversation.append(batch, coerce=True)
         finally:
             self.invalidate()
 
@@ -222,7 +223,7 @@ class MemoryChatMessageHistory(BaseChatMessageHistory):
         if not batch:
             return
         try:
-            await self.conversation.aappend(batch)
+            await self.conversation.aappend(batch, coerce=True)
         finally:
             self.invalidate()
 

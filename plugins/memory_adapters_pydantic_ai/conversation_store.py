@@ -262,7 +262,10 @@ class MemoryConversationStore(ConversationStore):
             messages[0].meta["parent_at"] = at.to_json()
             try:  # continue the parent's segment if the parent is still its last entry
                 result = await self._segment(at.segment).aappend(
-                    messages, expected_last_seq=at.end, idempotency_key=record.revision
+                    messages,
+                    expected_last_seq=at.end,
+                    idempotency_key=record.revision,
+                    coerce=True,  # what a model made is stored, whatever it holds
                 )
                 segment, first_seq = at.segment, result.first_seq
             except AppendConflict:
@@ -271,7 +274,10 @@ class MemoryConversationStore(ConversationStore):
             for candidate in (record.conversation_id, uuid.uuid4().hex):
                 try:
                     result = await self._segment(candidate).aappend(
-                        messages, expected_last_seq=0, idempotency_key=record.revision
+                        messages,
+                        expected_last_seq=0,
+                        idempotency_key=record.revision,
+                        coerce=True,
                     )
                 except (AppendConflict, InvalidInput):
                     continue

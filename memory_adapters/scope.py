@@ -11,9 +11,31 @@ import contextvars
 from dataclasses import dataclass, replace
 from types import TracebackType
 from urllib.parse import quote
+from uuid import UUID
 
-from .errors import InvalidInput, NoScope
+from .errors import InvalidId, InvalidInput, NoScope
 from .validation import check_id
+
+
+def framework_id(value: object, what: str, source: str = "") -> str | None:
+    """An identifier a framework hands over (a LangGraph ``thread_id`` or ``user_id``, what a
+    resolver returned), as memory keeps it: ``None`` and ``""`` are no value; a ``str`` is
+    itself; an ``int`` (not a ``bool``) or a ``UUID`` is its ``str`` (``5`` → ``"5"``), as
+    frameworks accept them. Anything else raises :class:`~memory_adapters.errors.InvalidId`
+    naming ``what`` and ``source``, never silently dropped. The core API (``memory.session``,
+    ``Scope``) itself takes ``str`` only."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        text = str(value)
+    elif (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, UUID):
+        text = str(int(value)) if isinstance(value, int) else str(value)
+    else:
+        where = f" from {source}" if source else ""
+        raise InvalidId(
+            f"{what}{where} must be a str, an int or a UUID, not {type(value).__name__}"
+        )
+    return check_id(text, what)
 
 
 def _part(value: str) -> str:

@@ -136,7 +136,7 @@ class Conversation:
         check_optional_int(max_messages, "max_messages")
         if max_tokens is None and max_messages is None:
             raise InvalidInput("a window needs max_tokens or max_messages")
-        for flag in ("pin_system", "pin_first_turn"):
+        for flag in ("pin_system", "pin_first_turn", "resuming"):
             if flag in options:
                 check_bool(options[flag], flag)
         if "summary_tokens" in options:
@@ -149,6 +149,7 @@ class Conversation:
             pin_system=options.get("pin_system", m.pin_system),
             pin_first_turn=options.get("pin_first_turn", m.pin_first_turn),
             summary_tokens=options.get("summary_tokens", m.summary_tokens),
+            resuming=options.get("resuming", False),
             model=m.model,
             run=run,
         )
@@ -193,6 +194,7 @@ class Conversation:
         pin_system: bool | None = None,
         pin_first_turn: bool | None = None,
         summary_tokens: int | None = None,
+        resuming: bool = False,
         run: Run | None = None,
     ) -> Window:
         """The window of past messages for the next model call.
@@ -201,10 +203,16 @@ class Conversation:
         count limit to the token budget; ``max_tokens=None`` removes the token budget.
         ``max_tokens``, ``max_messages`` and ``summary_tokens`` are ints from 0 to
         ``MAX_INT`` (``sys.maxsize`` works as "no limit"); the pins are ``True`` or ``False``.
+        ``resuming`` is for a run that resumes calls a run left waiting for their results
+        (approvals, deferred tools): the calls its last message marks as awaiting
+        (``meta["awaiting"]``) stay at the window's tail, unanswered.
         """
         return drive_sync(
             self._window(
-                _opts(max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens), run
+                _opts(
+                    max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens, resuming
+                ),
+                run,
             ),
             self._memory.store,
             self._memory.hooks,
@@ -262,12 +270,16 @@ class Conversation:
         pin_system: bool | None = None,
         pin_first_turn: bool | None = None,
         summary_tokens: int | None = None,
+        resuming: bool = False,
         run: Run | None = None,
     ) -> Window:
         """Async :meth:`window`."""
         return await drive_async(
             self._window(
-                _opts(max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens), run
+                _opts(
+                    max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens, resuming
+                ),
+                run,
             ),
             self._memory.store,
             self._memory.hooks,
@@ -315,6 +327,7 @@ def _opts(
     pin_system: bool | None,
     pin_first_turn: bool | None,
     summary_tokens: int | None,
+    resuming: bool = False,
 ) -> dict[str, Any]:
     """Only the options given, so the Memory's defaults fill the rest."""
     opts: dict[str, Any] = {}
@@ -328,4 +341,6 @@ def _opts(
         opts["pin_first_turn"] = pin_first_turn
     if summary_tokens is not None:
         opts["summary_tokens"] = summary_tokens
+    if resuming is not False:
+        opts["resuming"] = resuming
     return opts

@@ -23,7 +23,10 @@ sit between); anything else between them (a user message, another model response
 call was never answered (a run that failed) and is left out, however its id is reused later.
 Within one message a call id counts once. Messages that lose calls or results are marked
 ``meta["trimmed"] = True`` and lose their ``raw``, so adapters rebuild them from the neutral
-form; a message left with nothing is dropped.
+form; a message left with nothing is dropped. One exception, for a run that *resumes*
+(``resuming=True``): calls that a run left waiting for their results (an approval, a deferred
+tool; the adapter marks them ``meta["awaiting"]``) stay at the window's end, where nothing but
+tool messages follows them, so that the run can answer them.
 
 Turns evicted from the window can be summarized through the ``summarize`` hook; each summary
 is stored with the seq range it covers and reused until the window moves on by about half its
@@ -123,9 +126,20 @@ def _transparent(message: Message) -> bool:
     return message.role == "system" and not message.text
 
 
-def pair_tool_calls(records: list[Record], left_out: list[LeftOut] | None = None) -> list[Record]:
+AWAITING = "awaiting"
+"""The ``meta`` key an adapter sets on a message whose calls a run left waiting for their
+results (approvals, deferred tools): the ids of those calls."""
+
+
+def pair_tool_calls(
+    records: list[Record], left_out: list[LeftOut] | None = None, resuming: bool = False
+) -> list[Record]:
     """``records`` with every tool call that its results do not directly follow, and every
     result that does not directly follow its call, left out (see the module docstring).
+
+    With ``resuming`` (``records`` end where the conversation ends, and the run resumes calls
+    left waiting), the calls the last model message marks as awaiting (``meta["awaiting"]``)
+    stay unanswered at the end, where only tool messages follow them.
 
     Returns ``records`` itself when nothing had to go; ``left_out`` collects what went."""
     call_ok: dict[int, list[bool]] = {}
@@ -153,6 +167,13 @@ def pair_tool_calls(records: list[Record], left_out: list[LeftOut] | None = None
             call_ok[i] = [False] * len(m.tool_calls)
             for pos, c in enumerate(m.tool_calls):
                 open_ids.setdefault(c.id, pos)  # a repeated id in one message counts once
+    if resuming and current >= 0:
+        awaiting = records[current].message.meta.get(AWAITING)
+        if isinstance(awaiting, list):
+            for call_id in awaiting:
+                pos = open_ids.pop(call_id, None) if isinstance(call_id, str) else None
+                if pos is not None:
+                    call_ok[current][pos] = True
     bad_calls = {i: flags for i, flags in call_ok.items() if not all(flags)}
     if not bad_calls and not result_ok:
         return records
@@ -291,10 +312,12 @@ def window_plan(
     pin_system: bool = True,
     pin_first_turn: bool = False,
     summary_tokens: int = 0,
+    resuming: bool = False,
     model: str | None = None,
     run: Run | None = None,
 ) -> Plan[Window]:
-    """Read and choose the window of ``conversation`` (see the module docstring)."""
+    """Read and choose the window of ``conversation`` (see the module docstring; ``resuming``
+    as for :func:`pair_tool_calls`)."""
     window = Window(conversation, max_tokens=max_tokens, max_messages=max_messages)
     left = _Budget(max_tokens, max_messages)
     summarize = hooks.summarize([], None, summary_tokens, model) if summary_tokens > 0 else None
@@ -348,7 +371,7 @@ def window_plan(
     if summary is not None:
         after_summary.take(summary.tokens, 1)
     first, selected = yield from _select(
-        hooks, candidates, after_summary, opening, floor + 1, window.left_out
+        hooks, candidates, after_summary, opening, floor + 1, window.left_out, resuming
     )
     if (
         summarize is not None
@@ -381,7 +404,7 @@ def window_plan(
             window.left_out = [x for x in window.left_out if x.reason == "pinned"]
             opening = bool(rest) and rest[0].seq == summary.end_seq + 1
             _, selected = yield from _select(
-                hooks, rest, after_summary, opening, summary.end_seq + 1, window.left_out
+                hooks, rest, after_summary, opening, summary.end_seq + 1, window.left_out, resuming
             )
     window.summary = summary
     window.records = selected
@@ -390,7 +413,7 @@ def window_plan(
         yield loaded
         # what a plugin left must still be valid for the model's API
         window.pinned = pair_tool_calls(window.pinned, window.left_out)
-        window.records = pair_tool_calls(window.records, window.left_out)
+        window.records = pair_tool_calls(window.records, window.left_out, resuming)
     return window
 
 
@@ -401,6 +424,7 @@ def _select(
     opening: bool,
     start_seq: int,
     left_out: list[LeftOut],
+    resuming: bool,
 ) -> Plan[tuple[int, list[Record]]]:
     """The tail through the ``select_window`` hook, then held to the window's rules whatever
     the hook returned: within what is left of the budget, from a user message (or the
@@ -413,4 +437,4 @@ def _select(
     span = cut(list(chosen), tokens, messages, bool(chosen) and chosen[0].seq == start_seq)
     past = candidates[-1].seq + 1 if candidates else start_seq
     first = span[0].seq if span else past
-    return first, pair_tool_calls(span, left_out)
+    return first, pair_tool_calls(span, left_out, resuming)

@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 
 from memory_adapters import Memory, Message, Store, Summary, ToolCall, ToolResult, hookimpl
 from memory_adapters.messages import Record
-from memory_adapters.window import HEAD_LIMIT, SUMMARY_PREFIX, Window
+from memory_adapters.window import AWAITING, HEAD_LIMIT, SUMMARY_PREFIX, Window
 
 WINDOWS_CHECKED: Counter[str] = Counter()
 """Windows checked by :class:`WindowProperties` in this process, by store class name."""
@@ -90,6 +90,9 @@ class Turn:
     final: str | None = None
     framework: str = "neutral"
     batches: int = 1
+    awaiting: bool = False
+    """Whether the run ended waiting for the results of its last response's calls (an
+    approval, a deferred tool): that message is marked ``meta["awaiting"]``."""
     """Into how many batches the run was saved (step by step, like the LangChain adapter)."""
 
 
@@ -138,6 +141,12 @@ def turns(draw: st.DrawFn, first: bool, frameworks: Sequence[str]) -> Turn:
     turn.steps = draw(st.lists(steps(), max_size=3))
     turn.final = draw(st.one_of(st.none(), texts))
     turn.batches = draw(st.integers(1, 4))
+    if turn.steps and turn.steps[-1].calls and draw(st.integers(0, 3)) == 0:
+        # the run ended waiting for results: nothing after its last response but results
+        turn.awaiting, turn.final = True, None
+        last = turn.steps[-1]
+        last.between, last.feedback = None, None
+        last.results = last.results[: draw(st.integers(0, len(last.calls) - 1))]
     return turn
 
 
@@ -300,6 +309,10 @@ def batches(turn: Turn) -> list[list[Message]]:
     units = [u for u in RENDERERS[turn.framework](turn) if u]
     if not units:
         return []
+    if turn.awaiting:
+        waiting = [m for u in units for m in u if m.role == "assistant" and m.tool_calls]
+        if waiting:
+            waiting[-1].meta[AWAITING] = [c.id for c in waiting[-1].tool_calls]
     n = max(1, min(turn.batches, len(units)))
     size = -(-len(units) // n)
     return [[m for u in units[i : i + size] for m in u] for i in range(0, len(units), size)]
@@ -343,11 +356,15 @@ def _owner(messages: Sequence[Message], j: int) -> int:
     return i if i >= 0 and messages[i].role == "assistant" else -1
 
 
-def kept_parts(messages: Sequence[Message]) -> list[tuple[list[str], list[str]]]:
+def kept_parts(
+    messages: Sequence[Message], resuming: bool = False
+) -> list[tuple[list[str], list[str]]]:
     """For each message, the ids of the calls and of the results a valid window keeps: a call
     is kept when it is the first of its id in its message and the tool messages right after
-    it hold a result for it; a result when it is the first for a call of the message right
-    before its run of tool messages. (Quadratic, and written apart from the window's code.)"""
+    it hold a result for it (or, ``resuming``, when it is marked awaiting in a message only
+    tool messages follow to the end); a result when it is the first for a call of the message
+    right before its run of tool messages. (Quadratic, and written apart from the window's
+    code.)"""
     out: list[tuple[list[str], list[str]]] = []
     for j, m in enumerate(messages):
         calls: list[str] = []
@@ -357,8 +374,11 @@ def kept_parts(messages: Sequence[Message]) -> list[tuple[list[str], list[str]]]
             while k < len(messages) and (messages[k].role == "tool" or _transparent(messages[k])):
                 run.extend(t.id for t in messages[k].tool_results)
                 k += 1
+            waiting = m.meta.get(AWAITING) if resuming and k == len(messages) else None
             for p, c in enumerate(m.tool_calls):
-                if c.id not in [x.id for x in m.tool_calls[:p]] and c.id in run:
+                if c.id not in [x.id for x in m.tool_calls[:p]] and (
+                    c.id in run or (isinstance(waiting, list) and c.id in waiting)
+                ):
                     calls.append(c.id)
         results: list[str] = []
         if m.role == "tool":
@@ -375,10 +395,11 @@ def kept_parts(messages: Sequence[Message]) -> list[tuple[list[str], list[str]]]
     return out
 
 
-def api_problems(messages: Sequence[Message]) -> list[str]:
-    """Why ``messages`` would be refused by a model API (empty: they would not)."""
+def api_problems(messages: Sequence[Message], resuming: bool = False) -> list[str]:
+    """Why ``messages`` would be refused by a model API (empty: they would not). ``resuming``:
+    they are given with the results of the calls their end awaits."""
     problems = []
-    kept = kept_parts(messages)
+    kept = kept_parts(messages, resuming)
     for j, m in enumerate(messages):
         ids = [c.id for c in m.tool_calls]
         if len(set(ids)) != len(ids):
@@ -403,6 +424,7 @@ class Options:
     pin_first_turn: bool
     summary_tokens: int
     summary_words: int
+    resuming: bool = False
 
     def kwargs(self) -> dict[str, Any]:
         return {
@@ -411,6 +433,7 @@ class Options:
             "pin_system": self.pin_system,
             "pin_first_turn": self.pin_first_turn,
             "summary_tokens": self.summary_tokens,
+            "resuming": self.resuming,
         }
 
 
@@ -435,6 +458,7 @@ def options(draw: st.DrawFn) -> Options:
         draw(st.booleans()),
         draw(st.sampled_from([0, 0, 3, 12, 60])),
         draw(st.integers(0, 80)),
+        draw(st.booleans()),
     )
 
 
@@ -499,7 +523,7 @@ def window_problems(
         problems.append(f"{window.tokens} tokens over the budget of {o.max_tokens}")
     if o.max_messages is not None and len(shown) > o.max_messages:
         problems.append(f"{len(shown)} messages over the budget of {o.max_messages}")
-    problems.extend(api_problems(shown))
+    problems.extend(api_problems(shown, o.resuming))
     if shown and shown[0].role == "tool":
         problems.append("the window opens with a tool result")
 
@@ -543,7 +567,7 @@ def window_problems(
             start = b.seq
             break
     expected = [r for r in candidates if start is not None and r.seq >= start]
-    keep = kept_parts([r.message for r in expected])
+    keep = kept_parts([r.message for r in expected], o.resuming)
     survivors = [
         (r, c, t) for r, (c, t) in zip(expected, keep, strict=True) if _survives(r.message, c, t)
     ]
@@ -579,8 +603,9 @@ def _flat(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
     return out
 
 
-def pydantic_ai_problems(messages: list[Message]) -> list[str]:
-    """Whether pydantic-ai is given exactly the window and repairs or drops nothing of it."""
+def pydantic_ai_problems(messages: list[Message], resuming: bool = False) -> list[str]:
+    """Whether pydantic-ai is given exactly the window and repairs or drops nothing of it
+    (``resuming``: the calls the window ends awaiting are answered by the run)."""
     from memory_adapters_pydantic_ai.mapping import from_messages, to_messages
     from pydantic_ai.messages import (
         SYNTHESIZED_TOOL_RETURN_METADATA_KEY,
@@ -594,7 +619,7 @@ def pydantic_ai_problems(messages: list[Message]) -> list[str]:
     given_ = from_messages(messages)
     if _flat(to_messages(given_)) != _flat(messages):
         problems.append("pydantic-ai is not given what the window holds")
-    repaired = repair_messages(given_, repair_last_response=True)
+    repaired = repair_messages(given_, repair_last_response=not resuming)
 
     def parts(ms: Sequence[Any], kind: type[ToolCallPart | ToolReturnPart]) -> list[str]:
         return [p.tool_call_id for m in ms for p in m.parts if isinstance(p, kind)]
@@ -611,8 +636,9 @@ def pydantic_ai_problems(messages: list[Message]) -> list[str]:
     return problems
 
 
-def langchain_problems(messages: list[Message]) -> list[str]:
-    """Whether LangChain is given exactly the window, valid in the OpenAI form."""
+def langchain_problems(messages: list[Message], resuming: bool = False) -> list[str]:
+    """Whether LangChain is given exactly the window, valid in the OpenAI form (``resuming``:
+    the calls the window ends awaiting are answered by the run)."""
     from langchain_core.messages import convert_to_openai_messages
     from memory_adapters_langchain.mapping import from_messages, to_messages
 
@@ -632,12 +658,13 @@ def langchain_problems(messages: list[Message]) -> list[str]:
         if open_ids:
             problems.append(f"OpenAI message {i}: calls {open_ids} left unanswered")
         open_ids = {c["id"] for c in m.get("tool_calls") or []}
-    if open_ids:
+    waiting = next((m.meta.get(AWAITING) for m in reversed(messages) if m.tool_calls), None)
+    if open_ids and not (resuming and isinstance(waiting, list) and open_ids <= set(waiting)):
         problems.append(f"the OpenAI form ends with calls {open_ids} unanswered")
     return problems
 
 
-FRAMEWORK_CHECKS: dict[str, Callable[[list[Message]], list[str]]] = {
+FRAMEWORK_CHECKS: dict[str, Callable[[list[Message], bool], list[str]]] = {
     "pydantic-ai": pydantic_ai_problems,
     "langchain": langchain_problems,
 }
@@ -689,7 +716,8 @@ class WindowProperties:
                     problems = window_problems(records, window, o, before)
                     shown = window.messages()
                     for name in frameworks[1:]:
-                        problems.extend(f"{name}: {p}" for p in FRAMEWORK_CHECKS[name](shown))
+                        checked = FRAMEWORK_CHECKS[name](shown, o.resuming)
+                        problems.extend(f"{name}: {p}" for p in checked)
                     assert not problems, f"{o}:\n" + "\n".join(problems)
                     WINDOWS_CHECKED[store_name] += 1
 

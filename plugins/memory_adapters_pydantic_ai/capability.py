@@ -43,13 +43,20 @@ import anyio
 from pydantic_ai import RunContext
 from pydantic_ai.agent import AbstractAgent
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelMessage, ModelRequest
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelRequestPart,
+    ModelResponse,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models import ModelRequestContext
 from pydantic_ai.run import AgentRunResult
-from pydantic_ai.tools import AgentDepsT
+from pydantic_ai.tools import AgentDepsT, DeferredToolRequests, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
-from memory_adapters import Memory
+from memory_adapters import Memory, Message
 from memory_adapters.run import (
     RunLifecycle,
     RunScope,
@@ -58,9 +65,10 @@ from memory_adapters.run import (
     run_options,
     run_scope,
 )
+from memory_adapters.window import AWAITING
 from memory_adapters.working import MergePolicy
 
-from .mapping import EDITED, FRAMEWORK, from_messages, text_of, to_messages
+from .mapping import EDITED, FINAL_RESULT, FRAMEWORK, from_messages, text_of, to_messages
 from .toolset import memory_toolset
 
 log = logging.getLogger("memory_adapters.pydantic_ai")
@@ -128,6 +136,9 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     _agent_name: str | None = field(default=None, repr=False, compare=False)
     _defaults: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     _window_options: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _output_tools: set[str] = field(default_factory=set, repr=False, compare=False)
+    _final: Any = field(default=None, repr=False, compare=False)
+    _executed: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __init__(
         self,
@@ -181,6 +192,9 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         self._text = None
         self._agent_name = None
         self._defaults = {}
+        self._output_tools = set()
+        self._final = None
+        self._executed = {}
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -195,6 +209,9 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         new._fragments = []
         new._text = None
         new._defaults = {}
+        new._output_tools = set()
+        new._final = None
+        new._executed = {}
         return new
 
     @property
@@ -324,13 +341,41 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         await lifecycle.astart()
         self._live = ctx.messages
         if self.history and not ctx.messages:
-            window = await lifecycle.awindow()
+            # a run with no prompt resumes: calls a run left waiting (approvals, deferred
+            # tools) stay at the window's tail for their results
+            window = await lifecycle.awindow(resuming=ctx.prompt is None)
             ctx.messages.extend(from_messages(window.messages()))
 
     async def before_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any) -> Any:
-        """Keep hold of the run's live history (what a failed run persists)."""
+        """Keep hold of the run's live history (what a failed run persists), and of the final
+        result a streamed run sets (whose output call's return pydantic-ai keeps out of the
+        run's history)."""
         self._live = ctx.messages
+        final = getattr(node, "final_result", None)
+        if final is not None and type(node).__name__ == "SetFinalResult":
+            self._final = final
         return node
+
+    async def prepare_output_tools(
+        self, ctx: RunContext[AgentDepsT], tool_defs: list[ToolDefinition]
+    ) -> list[ToolDefinition]:
+        """Note the run's output tools (unchanged): a structured output is stored as the
+        response's answer, readable by every framework."""
+        self._output_tools.update(t.name for t in tool_defs)
+        return tool_defs
+
+    async def after_tool_execute(
+        self,
+        ctx: RunContext[AgentDepsT],
+        *,
+        call: ToolCallPart,
+        tool_def: ToolDefinition,
+        args: Any,
+        result: Any,
+    ) -> Any:
+        """Note what a tool returned (unchanged), for a streamed run's last step."""
+        self._executed[call.tool_call_id] = result
+        return result
 
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
@@ -398,15 +443,71 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             except BaseException as exc:
                 await self._persist_failure(lifecycle, exc, self._new_messages(ctx))
                 raise
-            await lifecycle.afinish(to_messages(result.new_messages()))
+            await lifecycle.afinish(self._persisted(ctx, result))
             return result
+
+    def _persisted(self, ctx: RunContext[AgentDepsT], result: AgentRunResult[Any]) -> list[Message]:
+        """The neutral form of the run's new messages, as the run's caller sees them: a
+        streamed run's last step completed the way ``run_stream`` completes it for its caller,
+        and the calls a run leaves waiting (approvals, deferred tools) marked as awaiting."""
+        messages = list(result.new_messages())
+        awaiting: list[str] = []
+        if isinstance(result.output, DeferredToolRequests):
+            awaiting = [c.tool_call_id for c in (*result.output.calls, *result.output.approvals)]
+        elif self._final is not None:
+            closing = _closing_request(
+                ctx, messages, self._final, self._output_tools, self._executed
+            )
+            if closing is not None:
+                messages.append(closing)
+        neutral = to_messages(messages, self._output_tools)
+        if awaiting:
+            last = next((m for m in reversed(neutral) if m.role == "assistant"), None)
+            if last is not None:
+                last.meta[AWAITING] = awaiting
+        return neutral
 
     async def _persist_failure(
         self, lifecycle: RunLifecycle, error: BaseException, messages: Sequence[ModelMessage]
     ) -> None:
         with anyio.CancelScope(shield=True):
             try:
-                await lifecycle.afail(error, to_messages(messages))
+                await lifecycle.afail(error, to_messages(messages, self._output_tools))
             except Exception as exc:  # the run's own error is what the caller must see
                 log.error("could not persist the failed run %s", lifecycle.run.run_id, exc_info=exc)
                 error.add_note(f"memory-adapters could not persist what the run completed: {exc!r}")
+
+
+_OUTPUT_NOT_USED = "Output tool not used - a final result was already processed."
+_TOOL_NOT_RUN = "Tool not executed - a final result was already processed."
+
+
+def _closing_request(
+    ctx: RunContext[Any],
+    messages: list[ModelMessage],
+    final: Any,
+    output_tools: set[str],
+    executed: dict[str, Any],
+) -> ModelRequest | None:
+    """The request ``run_stream`` adds, for its caller only, after the response that gave a
+    streamed run its final result: a return for each of that response's calls (the winning
+    output call's :data:`FINAL_RESULT`, what a tool that ran returned, pydantic-ai's notes for
+    the rest), so that the stored turn holds no call without its result. ``None`` when the
+    run's history already ends with the returns."""
+    if not messages or not isinstance(messages[-1], ModelResponse):
+        return None
+    calls = messages[-1].tool_calls
+    if not calls:
+        return None
+    parts: list[ModelRequestPart] = []
+    for call in calls:
+        if call.tool_call_id == getattr(final, "tool_call_id", None):
+            content: Any = FINAL_RESULT
+        elif call.tool_name in output_tools:
+            content = _OUTPUT_NOT_USED
+        elif call.tool_call_id in executed:
+            content = executed[call.tool_call_id]
+        else:
+            content = _TOOL_NOT_RUN
+        parts.append(ToolReturnPart(call.tool_name, content, call.tool_call_id))
+    return ModelRequest(parts=parts, run_id=ctx.run_id, conversation_id=ctx.conversation_id)

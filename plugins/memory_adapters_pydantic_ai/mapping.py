@@ -28,8 +28,9 @@ hook's edit of the neutral form (``meta["edited"]``) is what the model gets.
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -74,13 +75,41 @@ def _user_text(part: UserPromptPart) -> str:
     return "\n".join(texts)
 
 
-def _request_messages(message: ModelRequest, raw: dict[str, Any]) -> list[Message]:
+FINAL_RESULT = "Final result processed."
+"""What pydantic-ai answers the output tool call that gave a run its final result."""
+
+OUTPUT = "output"
+"""A ``meta`` flag on the empty system message that stands in for a request which holds only
+the return of a final output call: it carries the request's ``raw`` for pydantic-ai, and is
+nothing to another framework."""
+
+
+def final_output_calls(messages: Sequence[ModelMessage], output_tools: Collection[str]) -> set[str]:
+    """The ids of the calls of an output tool (``output_tools``: their names) that gave a run
+    its final result (pydantic-ai answered them :data:`FINAL_RESULT`)."""
+    return {
+        p.tool_call_id
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, ToolReturnPart)
+        and p.tool_name in output_tools
+        and p.content == FINAL_RESULT
+    }
+
+
+def _request_messages(
+    message: ModelRequest, raw: dict[str, Any], final: Collection[str]
+) -> list[Message]:
     system: list[str] = []
     user: list[str] = []
     results: list[ToolResult] = []
     raw_parts: list[dict[str, Any]] = raw.get("parts", [])
+    bookkeeping = False
     for part, raw_part in zip(message.parts, raw_parts, strict=False):
-        if isinstance(part, SystemPromptPart):
+        if isinstance(part, ToolReturnPart) and part.tool_call_id in final:
+            bookkeeping = True  # the final output is the response's answer, not a tool's
+        elif isinstance(part, SystemPromptPart):
             system.append(part.content)
         elif isinstance(part, UserPromptPart):
             user.append(_user_text(part))
@@ -102,28 +131,39 @@ def _request_messages(message: ModelRequest, raw: dict[str, Any]) -> list[Messag
         out.append(Message("system", "\n\n".join(system)))
     if user:
         out.append(Message("user", "\n\n".join(user)))
-    return out or [Message("system", "")]
+    if not out:
+        out.append(Message("system", "", meta={OUTPUT: True} if bookkeeping else {}))
+    return out
 
 
-def _response_message(message: ModelResponse) -> Message:
-    calls = [
-        ToolCall(p.tool_call_id, p.tool_name, p.args_as_dict())
-        for p in message.parts
-        if isinstance(p, ToolCallPart)
-    ]
-    return Message("assistant", message.text or "", tool_calls=calls)
+def _response_message(message: ModelResponse, final: Collection[str]) -> Message:
+    calls: list[ToolCall] = []
+    texts = [message.text] if message.text else []
+    for p in message.parts:
+        if not isinstance(p, ToolCallPart):
+            continue
+        if p.tool_call_id in final:  # a structured output: the answer itself
+            texts.append(json.dumps(p.args_as_dict(), ensure_ascii=False))
+        else:
+            calls.append(ToolCall(p.tool_call_id, p.tool_name, p.args_as_dict()))
+    return Message("assistant", "\n".join(texts), tool_calls=calls)
 
 
-def to_messages(messages: Sequence[ModelMessage]) -> list[Message]:
+def to_messages(
+    messages: Sequence[ModelMessage], output_tools: Collection[str] = ()
+) -> list[Message]:
     """The neutral form of pydantic-ai ``messages``, each with its ``raw`` JSON (see the module
-    docstring)."""
+    docstring). ``output_tools`` names the run's output tools: the call that gave the run its
+    final result is then shown as the response's text (the output's JSON), and its
+    bookkeeping return is left out of the neutral form."""
     raws: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
+    final = final_output_calls(messages, output_tools) if output_tools else set()
     out: list[Message] = []
     for message, raw in zip(messages, raws, strict=True):
         group = (
-            _request_messages(message, raw)
+            _request_messages(message, raw, final)
             if isinstance(message, ModelRequest)
-            else [_response_message(message)]
+            else [_response_message(message, final)]
         )
         n = len(group)
         info: dict[str, Any] = {"of": n}
@@ -131,7 +171,7 @@ def to_messages(messages: Sequence[ModelMessage]) -> list[Message]:
             info["group"] = uuid.uuid4().hex[:12]
         for i, m in enumerate(group):
             m.framework = FRAMEWORK
-            m.meta = {META_KEY: {"part": i, **info}}
+            m.meta = {**m.meta, META_KEY: {"part": i, **info}}
         group[0].raw = raw
         out.extend(group)
     return out
@@ -208,6 +248,9 @@ def from_messages(messages: Iterable[Message]) -> list[ModelMessage]:
     i = 0
     while i < len(seq):
         n = _whole(seq, i)
+        if n and seq[i].meta.get(OUTPUT) and not (slots and isinstance(slots[-1], int)):
+            i += n  # the return of an output call whose response was not rebuilt exactly
+            continue
         if n:
             slots.append(len(raws))
             raws.append(seq[i].raw)

@@ -730,7 +730,9 @@ def test_the_plugin_loads_without_pydantic_ai() -> None:
     code = textwrap.dedent(
         """
         import sys
-        sys.modules["pydantic_ai"] = None  # as if the extra were not installed
+        # as if the extra were not installed: pydantic-ai and what it brings (anyio)
+        sys.modules["pydantic_ai"] = None
+        sys.modules["anyio"] = None
         import memory_adapters_pydantic_ai as plugin
         import memory_adapters.testing.pydantic_ai
         from memory_adapters import Memory, MissingExtra, NoAdapter

@@ -21,6 +21,7 @@ never imports pydantic-ai; the names below import it when first used:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from memory_adapters import MissingExtra, hookimpl
@@ -61,10 +62,21 @@ def __getattr__(name: str) -> Any:
     try:
         loaded = importlib.import_module(f"{__name__}.{module}")
     except ModuleNotFoundError as exc:
-        if exc.name is not None and exc.name.split(".")[0] == "pydantic_ai":
+        # pydantic-ai or one of its own dependencies (anyio ...) is missing: the extra is
+        if _missing("pydantic_ai") or (
+            exc.name is not None and exc.name.split(".")[0] in ("pydantic_ai", "anyio")
+        ):
             raise MissingExtra("pydantic-ai", "pydantic-ai-slim") from exc
         raise
     return getattr(loaded, name)
+
+
+def _missing(module: str) -> bool:
+    """Whether ``module`` cannot be imported here."""
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):  # ValueError: blocked with sys.modules[module] = None
+        return True
 
 
 @hookimpl(trylast=True)

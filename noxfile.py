@@ -30,6 +30,7 @@ SUITES: dict[str, tuple[list[str], list[str]]] = {
         [
             "tests/test_pydantic_ai.py",
             "tests/test_pydantic_ai_faults.py",
+            "tests/test_pydantic_ai_outputs.py",
             "tests/test_pydantic_ai_store.py",
         ],
     ),

@@ -6,7 +6,7 @@ import contextvars
 import os
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .conversation import Conversation
 from .errors import InvalidInput, NoAdapter, UnknownScheme
@@ -18,6 +18,14 @@ from .store import Store
 from .tools import MemoryTools
 from .validation import MAX_TURN_BYTES, check_bool, check_model, check_positive_int
 from .working import WorkingMemory
+
+if TYPE_CHECKING:  # the adapters' types, for type checkers only: never imported at run time
+    from memory_adapters_pydantic_ai.agent import MemoryAgent
+    from pydantic_ai.agent import AbstractAgent
+
+DepsT = TypeVar("DepsT")
+OutputT = TypeVar("OutputT")
+WrappedT = TypeVar("WrappedT")
 
 DEFAULT_URL = "sqlite:///memory_adapters.db"
 """Where ``Memory()`` keeps memory when given no URL and ``MEMORY_ADAPTERS_URL`` is unset."""
@@ -188,10 +196,22 @@ class Memory:
         """Names of the installed framework adapters."""
         return [a.name for a, _ in self.pm.registries.adapters]
 
+    @overload
+    def wrap(
+        self, obj: AbstractAgent[DepsT, OutputT], **options: Any
+    ) -> MemoryAgent[DepsT, OutputT]: ...
+
+    @overload
+    def wrap(self, obj: WrappedT, **options: Any) -> WrappedT: ...
+
     def wrap(self, obj: Any, **options: Any) -> Any:
         """Give ``obj`` (an agent of a supported framework) this memory.
 
-        Returns an object with the same call surface as ``obj``. Raises
+        Returns an object with the same call surface as ``obj``, typed as such: a pydantic-ai
+        ``Agent[D, O]`` gives a ``MemoryAgent[D, O]`` (an agent of the same deps and output
+        types); anything else is typed as what was given (a compiled LangGraph graph gives a
+        ``MemoryGraph``, a ``Runnable`` with the graph's call surface that hands everything
+        else to the graph, typed as the graph). Raises
         :class:`~memory_adapters.errors.NoAdapter` naming the installed adapters when none
         handles it.
         """

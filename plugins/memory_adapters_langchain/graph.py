@@ -87,8 +87,9 @@ class _Turn:
 class MemoryGraph(Runnable[Any, Any]):
     """A compiled LangGraph graph with memory (see the module docstring).
 
-    ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are strings or resolvers
-    called with the run's ``RunnableConfig`` (sync, or async for async calls). ``history``,
+    ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are identifiers (a str, an
+    int or a UUID) or resolvers called with the run's ``RunnableConfig`` (sync, or async for
+    async calls). ``history``,
     ``history_tokens``, ``max_messages``, ``name``, ``sub_conversation`` and ``merge`` are as
     for :class:`~.middleware.MemoryMiddleware`.
     """
@@ -142,7 +143,7 @@ class MemoryGraph(Runnable[Any, Any]):
 
     def _turn(self, where: RunScope, config: RunnableConfig, run_id: str) -> _Turn:
         configurable = config.get("configurable") or {}
-        threaded = bool(self.graph.checkpointer) and bool(configurable.get("thread_id"))
+        threaded = bool(self.graph.checkpointer) and configurable.get("thread_id") not in (None, "")
         lifecycle = RunLifecycle(
             self.memory,
             where,

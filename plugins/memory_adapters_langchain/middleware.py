@@ -79,16 +79,17 @@ from memory_adapters.window import SUMMARY_PREFIX
 from memory_adapters.working import MergePolicy
 
 from .mapping import EDITED, FRAMEWORK, from_messages, to_messages
-from .scope import awaited, call_resolvers, checked, framework_values, run_where
+from .scope import ScopeId, awaited, call_resolvers, checked, framework_values, run_where
 from .tools import memory_tools
 
 log = logging.getLogger("memory_adapters.langchain")
 
-Resolver = str | Callable[[Runtime[Any]], Awaitable[str | None] | str | None] | None
-"""A scope value: a fixed string, a callable (sync, or async for async runs) computing it from
-the run's LangGraph ``Runtime`` (``runtime.context``, ``runtime.execution_info``; the run's
+Resolver = ScopeId | Callable[[Runtime[Any]], Awaitable[ScopeId | None] | ScopeId | None] | None
+"""A scope value: a fixed identifier, a callable (sync, or async for async runs) computing it
+from the run's LangGraph ``Runtime`` (``runtime.context``, ``runtime.execution_info``; the run's
 config is ``langgraph.config.get_config()``), returning ``None`` to leave it to the next
-source, or ``None``."""
+source, or ``None``. An identifier is a str, an int or a UUID (an int or a UUID is kept as its
+str); anything else raises :class:`~memory_adapters.InvalidId`."""
 
 MAX_RUNS = 1024
 """How many runs' private state one middleware keeps at most (a run that raised never says it
@@ -132,11 +133,12 @@ def _config() -> dict[str, Any]:
 class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     """Durable, budgeted memory for a ``create_agent`` agent (see the module docstring).
 
-    Scope. ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are each a string
-    or a *resolver* (see :data:`Resolver`). For each value the first source that gives one
-    wins: the value or resolver given here; the runtime context's attribute (or key) of that
-    name (``conversation_id`` also as ``thread_id``); the run config's ``configurable`` entry
-    (``thread_id`` for the conversation, ``user_id``, ``agent_id``); the ``Memory``'s session.
+    Scope. ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are each an
+    identifier or a *resolver* (see :data:`Resolver`). For each value the first source that
+    gives one wins: the value or resolver given here; the runtime context's attribute (or key)
+    of that name (``conversation_id`` also as ``thread_id``); the run config's
+    ``configurable`` entry (``thread_id`` for the conversation, ``user_id``, ``agent_id``); the
+    ``Memory``'s session.
     A run of a memory agent started from a tool of another one is a sub-agent: it starts from
     the parent run's scope on the working-memory fork ``name`` (default: the agent's name), and
     its messages go to a child conversation (``sub_conversation``) unless its config names a

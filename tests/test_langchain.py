@@ -388,14 +388,17 @@ def test_a_raising_call_keeps_the_results_its_sibling_calls_returned(memory: Mem
     assert got[2].tool_results[0].id == "ok-1"
 
 
-def test_a_wrapped_run_that_raises_keeps_its_input_marked_failed(local_memory: Memory) -> None:
+def test_a_wrapped_run_that_raises_keeps_what_completed_marked_failed(
+    local_memory: Memory,
+) -> None:
     model = ScriptedChatModel([call_tool("explode", reason="x")])
     agent = wrapped(local_memory, model, [explode])
     with pytest.raises(Broken):
         agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "f-2"}})
     got = stored(local_memory, "f-2")
-    assert texts(got) == [("user", "go")]
-    assert got[0].meta["failed"] is True
+    assert texts(got) == [("user", "go"), ("assistant", "")]  # the input, the model's step
+    assert all(m.meta["failed"] is True for m in got)
+    assert got[1].tool_calls[0].name == "explode"
 
 
 def test_a_wrapped_run_with_a_checkpointer_keeps_what_completed(local_memory: Memory) -> None:

@@ -51,6 +51,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -78,7 +79,8 @@ from memory_adapters.steps import Plan, drive_async, drive_sync
 from memory_adapters.window import SUMMARY_PREFIX
 from memory_adapters.working import MergePolicy
 
-from .mapping import EDITED, FRAMEWORK, from_messages, to_messages
+from .errors import ModelCannotCallTools
+from .mapping import EDITED, FRAMEWORK, from_messages, synthesized, to_messages
 from .scope import ScopeId, awaited, call_resolvers, checked, framework_values, run_where
 from .tools import memory_tools
 
@@ -103,6 +105,9 @@ class MemoryState(AgentState[Any]):
     """The run the state belongs to (a key of the middleware's private per-run state)."""
     memory_mark: NotRequired[Annotated[str | None, PrivateStateAttr]]
     """The id of the last state message the memory stored."""
+    memory_head: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    """The id of the first message of the thread (with a checkpointer) or of the run (without):
+    where what the state holds, or a summary in it stands for, begins."""
 
 
 @dataclass(slots=True)
@@ -115,6 +120,11 @@ class _Run:
     """Ids of state messages that were stored before the run (a checkpointer's history)."""
     hidden: set[str]
     """Ids of state messages the model is shown through the window instead."""
+    head: str | None = None
+    """The state's ``memory_head``: the first message of the thread or of the run."""
+    held: set[str] = field(default_factory=set)
+    """Ids of the messages the state has held during the run: one that has left it was removed
+    by another middleware (a summary stands for it)."""
     stored: set[str] = field(default_factory=set)
     """Ids of state messages the run has stored."""
     done: dict[str, ToolMessage] = field(default_factory=dict)
@@ -275,8 +285,13 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             window = from_messages(loaded.messages())
         messages: list[AnyMessage] = list(state.get("messages") or [])
         old, hidden = _earlier(messages, state.get("memory_mark"), window)
-        run = _Run(lifecycle, window, old, hidden)
+        head = state.get("memory_head")
+        if not isinstance(head, str):
+            head = next((m.id for m in messages if not synthesized(m)), None)
+        run = _Run(lifecycle, window, old, hidden, head)
         update = yield from self._store_new(run, messages)
+        if head is not None and state.get("memory_head") != head:
+            update["memory_head"] = head
         return run, {"memory_run": lifecycle.run.run_id, **update}
 
     def _resume(self, state: Any, runtime: Any) -> _Run:
@@ -310,7 +325,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         new: list[BaseMessage] = []
         with run.lock:
             for m in messages:
-                if m.id is None or m.id in run.old or m.id in run.stored:
+                if m.id is None or m.id in run.old or m.id in run.stored or synthesized(m):
                     continue
                 run.stored.add(m.id)
                 new.append(m)
@@ -320,6 +335,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         """Store the state messages the run has not stored; the state update of the mark."""
         with run.lock:  # the tools' results have reached the state by now
             run.done.clear()
+            run.held.update(m.id for m in messages if m.id is not None)
         new = self._claim(run, messages)
         if new:
             yield from run.lifecycle._save(to_messages(new))
@@ -405,13 +421,28 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     # -- the model call -----------------------------------------------------------------------
 
     def _request(self, run: _Run, request: ModelRequest[Any]) -> tuple[list[BaseMessage], str]:
-        """The messages the model is shown, and the text of the prompt (for preloaded facts)."""
-        own = [m for m in request.messages if m.id is None or m.id not in run.hidden]
-        window = run.window
-        if own and window:
-            ids = {m.id for m in own if m.id is not None}
-            window = [m for m in window if m.id is None or m.id not in ids]
-        prompt = next((m.text for m in reversed(own) if isinstance(m, HumanMessage)), "")
+        """The messages the model is shown, and the text of the prompt (for preloaded facts).
+
+        Normally the window, then the state's messages it does not stand in for. Once another
+        middleware has rewritten the state (messages have left it, or it holds a summary that
+        middleware made), the state is the history from its head on, and the window adds only
+        what is older than all of it (see :func:`_before`)."""
+        state = list(request.messages)
+        ids = {m.id for m in state if m.id is not None}
+        with run.lock:
+            left = run.held - ids
+            head_is_own = run.head is not None and run.head in run.stored
+        if left or any(synthesized(m) for m in state):
+            own = state
+            window = _before(run.window, None if head_is_own else run.head, ids | left)
+        else:
+            own = [m for m in state if m.id is None or m.id not in run.hidden]
+            shown = {m.id for m in own if m.id is not None}
+            window = [m for m in run.window if m.id is None or m.id not in shown]
+        prompt = next(
+            (m.text for m in reversed(own) if isinstance(m, HumanMessage) and not synthesized(m)),
+            "",
+        )
         return [*window, *own], prompt
 
     def _fragments_plan(
@@ -453,12 +484,26 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
                 system = SystemMessage(content=[*system.content, {"type": "text", "text": extra}])
         return request.override(messages=cast(list[AnyMessage], kept), system_message=system)
 
+    def _check_tools(self, request: ModelRequest[Any]) -> None:
+        """Raise :class:`~.errors.ModelCannotCallTools` before the model is called when it
+        cannot call tools and the request gives it the memory tools (LangChain itself would
+        raise a bare ``NotImplementedError`` from ``bind_tools``)."""
+        model = request.model
+        if not self.use_tools or not isinstance(model, BaseChatModel):
+            return
+        if type(model).bind_tools is not BaseChatModel.bind_tools:
+            return
+        mine = {t.name for t in self.tools}
+        if any(getattr(t, "name", None) in mine for t in request.tools):
+            raise ModelCannotCallTools(type(model).__name__)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
         """Show the model the window and the memory's system-message fragments."""
+        self._check_tools(request)
         run = self._resume(request.state, request.runtime)
         messages, prompt = self._request(run, request)
         messages, fragments = drive_sync(
@@ -473,6 +518,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
         """Async :meth:`wrap_model_call`."""
+        self._check_tools(request)
         run = await self._aresume(request.state, request.runtime)
         messages, prompt = self._request(run, request)
         messages, fragments = await drive_async(
@@ -567,6 +613,26 @@ def _earlier(
     last = max((i for i, m in enumerate(messages) if m.id in in_window), default=-1)
     hidden = in_window | {m.id for m in messages[: last + 1] if m.id is not None}
     return old, hidden
+
+
+def _before(window: Sequence[BaseMessage], head: str | None, later: set[str]) -> list[BaseMessage]:
+    """The part of ``window`` older than a rewritten state: before ``head`` (the first message
+    of a thread that began before this run; nothing when the window does not reach back to
+    it), and before any message in ``later`` (what the state holds or held), ending with whole
+    tool calls. Without a ``head`` (the state began with this run) the whole window is older."""
+    kept = list(window)
+    if head is not None:
+        at = next((i for i, m in enumerate(kept) if m.id == head), None)
+        kept = kept[:at] if at is not None else []
+    cut = next((i for i, m in enumerate(kept) if m.id is not None and m.id in later), len(kept))
+    kept = kept[:cut]
+    calls = next((i for i in range(len(kept) - 1, -1, -1) if isinstance(kept[i], AIMessage)), None)
+    if calls is not None:
+        asked = {c.get("id") for c in cast(AIMessage, kept[calls]).tool_calls}
+        answered = {m.tool_call_id for m in kept[calls + 1 :] if isinstance(m, ToolMessage)}
+        if not asked <= answered:
+            kept = kept[:calls]
+    return kept
 
 
 def _run_id(runtime: Any) -> Any:

@@ -316,6 +316,49 @@ def test_a_wrapped_agent_with_a_checkpointer_stores_each_message_once(
     assert [m.text for m in model.calls[-1]] == ["q1", "a1", "q2"]
 
 
+def test_a_wrapped_agents_thread_is_the_sessions_conversation(memory: Memory) -> None:
+    """With a checkpointer and no thread_id, memory.wrap runs the graph on the thread of the
+    run's conversation, by its key: two users' conversations of one id never share a thread."""
+    model = ScriptedChatModel(["a1", "a2", "b1"])
+    agent = wrapped(memory, model, [], checkpointer=InMemorySaver())
+    with memory.session(user_id="alice", conversation_id="c"):
+        agent.invoke({"messages": [("user", "q1")]})
+        asyncio.run(agent.ainvoke({"messages": [("user", "q2")]}))
+        assert [m.text for m in model.calls[-1]] == ["q1", "a1", "q2"]  # the thread, once
+        thread = {"configurable": {"thread_id": memory.scope.conversation_key}}
+        assert thread["configurable"]["thread_id"] == "default:alice:c"
+        assert [m.text for m in agent.get_state(thread).values["messages"]] == [
+            "q1",
+            "a1",
+            "q2",
+            "a2",
+        ]
+    with memory.session(user_id="bob", conversation_id="c"):
+        agent.invoke({"messages": [("user", "hi")]})
+        assert [m.text for m in model.calls[-1]] == ["hi"]  # not alice's thread
+    assert texts(stored(memory, "c", "alice")) == [
+        ("user", "q1"),
+        ("assistant", "a1"),
+        ("user", "q2"),
+        ("assistant", "a2"),
+    ]
+    assert texts(stored(memory, "c", "bob")) == [("user", "hi"), ("assistant", "b1")]
+
+
+def test_the_middleware_with_a_checkpointer_needs_a_thread_id(local_memory: Memory) -> None:
+    """LangGraph refuses a checkpointed run without a thread_id before any middleware runs:
+    the session's conversation cannot stand in for it there."""
+    agent = with_middleware(
+        local_memory, ScriptedChatModel(["ok"]), [], checkpointer=InMemorySaver()
+    )
+    with local_memory.session(conversation_id="c"):
+        with pytest.raises(ValueError, match=r"Checkpointer requires .* thread_id"):
+            agent.invoke({"messages": [("user", "hi")]})
+        assert local_memory.conversation.last_seq() == 0
+        agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "c"}})
+        assert local_memory.conversation.last_seq() == 2
+
+
 def test_a_thread_started_before_the_middleware_is_stored_once(local_memory: Memory) -> None:
     saver = InMemorySaver()
     config = {"configurable": {"thread_id": "old"}}

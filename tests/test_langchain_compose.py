@@ -315,3 +315,22 @@ def test_a_rejected_call_is_stored_once_with_the_reviewers_answer(
     result = log[2].tool_results[0]
     assert result.is_error and "not eve" in str(result.content)
     assert log[3].text == "Not sent."
+
+
+def test_a_wrapped_agent_in_a_session_resumes_the_sessions_thread(memory: Memory) -> None:
+    """No thread_id anywhere: memory.wrap runs (and resumes) the session conversation's
+    thread."""
+    script = [call_tool("send_email", to="bob"), "Sent."]
+    agent, _ = approval_agent(memory, "wrap", InMemorySaver(), script)
+    with memory.session(user_id="alice", conversation_id="mail"):
+        out = agent.invoke({"messages": [("user", "Email bob")]})
+        assert "__interrupt__" in out
+        yes: Command[Any] = Command(resume={"decisions": [{"type": "approve"}]})
+        out = agent.invoke(yes)
+        assert [m.text for m in out["messages"]] == ["Email bob", "", "sent to bob", "Sent."]
+    assert [m.role for m in stored(memory, "mail", "alice")] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]

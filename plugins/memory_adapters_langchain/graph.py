@@ -14,16 +14,20 @@ the graph. For every run it:
    checkpointer, only when the thread's state is still empty: a thread's state already is its
    history);
 3. runs the graph with the run active (so tools reach the run's memory and wrapped agents they
-   call are sub-agents), then stores the run's new messages once, as one batch; a run that
-   raises stores its input, and with a checkpointer whatever the thread's state gained, marked
-   ``meta["failed"] = True``.
+   call are sub-agents), watching every step's messages (``invoke`` collects its result from
+   the graph's stream, as LangGraph's own does), then stores the run's new messages once, as
+   one batch, leaving out messages middleware made (a summary); a run that raises stores the
+   steps that completed, marked ``meta["failed"] = True``.
+
+With a checkpointer and no ``thread_id`` in the config, the run's conversation is the thread,
+named by its key (``default:alice:c-42``). A ``Command`` input (resuming an interrupted run) is
+run the same way, after the thread's history: what the resumed run adds is stored once.
 
 What only :class:`~.middleware.MemoryMiddleware` can add, because it runs inside the graph:
 the memory tools and the system-prompt fragments (tool guidance, preloaded facts, working
-memory); storing each step as it completes (without a checkpointer, a wrapped run that raises
-keeps only its input); the window *in place of* a checkpointer's thread history rather than in
-the state; and the ``before_model_call`` hook. A graph that already has the middleware is run
-as it is: wrapping it adds nothing twice.
+memory); storing each step as it completes; the window *in place of* a checkpointer's thread
+history rather than in the state; and the ``before_model_call`` hook. A graph that already has
+the middleware is run as it is: wrapping it adds nothing twice.
 """
 
 from __future__ import annotations

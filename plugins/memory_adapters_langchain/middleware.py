@@ -27,9 +27,12 @@ agent, however it is called (``invoke``, ``ainvoke``, ``stream``, ``astream``, `
 
 Messages of the graph state that earlier runs stored (a LangGraph checkpointer keeps them in
 the thread's state) are recognised and neither stored again nor shown twice: the model sees the
-stored window in their place. The middleware keeps, in two private state keys
-(``memory_run``, ``memory_mark``: omitted from the agent's input and output), which run is
-going on and the id of the last message it stored.
+stored window in their place. A message another middleware makes (a ``SummarizationMiddleware``
+summary; :func:`.mapping.synthesized`) is never stored, and once such a middleware has rewritten
+the state the model is shown the state, with only the part of the window older than it. The
+middleware keeps, in three private state keys (``memory_run``, ``memory_mark``,
+``memory_head``: omitted from the agent's input and ``invoke`` output), which run is going on,
+the id of the last message it stored and of the first message of the thread (or run).
 """
 
 from __future__ import annotations

@@ -172,6 +172,39 @@ def test_stream_modes_are_what_the_caller_asked_for(local_memory: Memory) -> Non
     assert len(stored(local_memory, "s")) == 6
 
 
+INVOKE_OPTIONS: list[dict[str, Any]] = [
+    {},
+    {"stream_mode": "updates"},
+    {"stream_mode": ["updates", "messages"]},
+    {"version": "v2"},
+    {"stream_mode": "updates", "version": "v2"},
+    {"stream_mode": ["values"], "subgraphs": True},
+]
+
+
+def outline(value: Any) -> Any:
+    """The shape of an invoke result, without message ids and contents."""
+    if isinstance(value, dict):
+        return {k: outline(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [outline(v) for v in value]
+    return type(value).__name__
+
+
+def test_a_wrapped_invoke_returns_what_the_graph_returns(local_memory: Memory) -> None:
+    """MemoryGraph collects invoke's result from the graph's stream, as LangGraph does."""
+    for i, options in enumerate(INVOKE_OPTIONS):
+        config = {"configurable": {"thread_id": f"shape-{i}"}}
+        hi = {"messages": [("user", "hi")]}
+        bare = make_agent(ScriptedChatModel(["ok"])).invoke(hi, config, **options)
+        agent = wrapped(local_memory, ScriptedChatModel(["ok"]), [])
+        got = agent.invoke(hi, config, **options)
+        assert type(got) is type(bare), options
+        if not options.get("version"):
+            assert outline(got) == outline(bare), options
+        assert texts(stored(local_memory, f"shape-{i}")) == [("user", "hi"), ("assistant", "ok")]
+
+
 # -- a second process ------------------------------------------------------------------------------
 
 CHILD = textwrap.dedent(

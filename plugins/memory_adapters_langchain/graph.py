@@ -405,10 +405,13 @@ class _Invoked:
     state before the run ended (messages a ``SummarizationMiddleware`` summary replaced)."""
 
     def __init__(self, kwargs: dict[str, Any]) -> None:
-        self.mode: str = kwargs.get("stream_mode") or "values"
+        asked = kwargs.get("stream_mode") or "values"
+        self.mode: str | None = asked if isinstance(asked, str) else None
+        """The one mode asked for (``None``: a list of them, each chunk named by its mode)."""
+        self.modes: list[str] = [asked] if isinstance(asked, str) else list(asked)
         self.v2 = kwargs.get("version") == "v2"
         self.subgraphs = bool(kwargs.get("subgraphs"))
-        modes = ["updates", "values"] if self.mode == "values" else [self.mode, "updates"]
+        modes = ["updates", "values"] if self.mode == "values" else [*self.modes, "updates"]
         self.stream_kwargs = {**kwargs, "stream_mode": list(dict.fromkeys(modes))}
         self.latest: Any = None
         self.interrupts: list[Any] = []
@@ -433,9 +436,11 @@ class _Invoked:
                 self.interrupts.extend(data[_INTERRUPT])
             elif kind == "values":
                 self.latest = data
-        elif kind == self.mode:
+        elif kind in self.modes:
             if self.v2:
                 self.chunks.append(part)
+            elif self.mode is None:
+                self.chunks.append((namespace, kind, data) if self.subgraphs else (kind, data))
             else:
                 self.chunks.append((namespace, data) if self.subgraphs else data)
 

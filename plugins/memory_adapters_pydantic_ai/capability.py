@@ -58,7 +58,6 @@ from memory_adapters.run import (
     run_options,
     run_scope,
 )
-from memory_adapters.scope import framework_id
 from memory_adapters.working import MergePolicy
 
 from .mapping import EDITED, FRAMEWORK, from_messages, text_of, to_messages
@@ -242,6 +241,8 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         (:func:`~memory_adapters.scope.framework_id`: a str, an int or a UUID, an int or a UUID
         as its str; ``None`` or ``""`` for none; anything else raises ``InvalidId`` naming the
         resolver)."""
+        from memory_adapters.scope import framework_id
+
         fields = ("user_id", "conversation_id", "agent_id", "namespace")
         what = next((n for n in fields if value is not None and getattr(self, n) is value), "")
         resolved: object = value(ctx) if callable(value) else value

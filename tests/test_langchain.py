@@ -172,6 +172,39 @@ def test_stream_modes_are_what_the_caller_asked_for(local_memory: Memory) -> Non
     assert len(stored(local_memory, "s")) == 6
 
 
+INVOKE_OPTIONS: list[dict[str, Any]] = [
+    {},
+    {"stream_mode": "updates"},
+    {"stream_mode": ["updates", "messages"]},
+    {"version": "v2"},
+    {"stream_mode": "updates", "version": "v2"},
+    {"stream_mode": ["values"], "subgraphs": True},
+]
+
+
+def outline(value: Any) -> Any:
+    """The shape of an invoke result, without message ids and contents."""
+    if isinstance(value, dict):
+        return {k: outline(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [outline(v) for v in value]
+    return type(value).__name__
+
+
+def test_a_wrapped_invoke_returns_what_the_graph_returns(local_memory: Memory) -> None:
+    """MemoryGraph collects invoke's result from the graph's stream, as LangGraph does."""
+    for i, options in enumerate(INVOKE_OPTIONS):
+        config = {"configurable": {"thread_id": f"shape-{i}"}}
+        hi = {"messages": [("user", "hi")]}
+        bare = make_agent(ScriptedChatModel(["ok"])).invoke(hi, config, **options)
+        agent = wrapped(local_memory, ScriptedChatModel(["ok"]), [])
+        got = agent.invoke(hi, config, **options)
+        assert type(got) is type(bare), options
+        if not options.get("version"):
+            assert outline(got) == outline(bare), options
+        assert texts(stored(local_memory, f"shape-{i}")) == [("user", "hi"), ("assistant", "ok")]
+
+
 # -- a second process ------------------------------------------------------------------------------
 
 CHILD = textwrap.dedent(
@@ -316,6 +349,49 @@ def test_a_wrapped_agent_with_a_checkpointer_stores_each_message_once(
     assert [m.text for m in model.calls[-1]] == ["q1", "a1", "q2"]
 
 
+def test_a_wrapped_agents_thread_is_the_sessions_conversation(memory: Memory) -> None:
+    """With a checkpointer and no thread_id, memory.wrap runs the graph on the thread of the
+    run's conversation, by its key: two users' conversations of one id never share a thread."""
+    model = ScriptedChatModel(["a1", "a2", "b1"])
+    agent = wrapped(memory, model, [], checkpointer=InMemorySaver())
+    with memory.session(user_id="alice", conversation_id="c"):
+        agent.invoke({"messages": [("user", "q1")]})
+        asyncio.run(agent.ainvoke({"messages": [("user", "q2")]}))
+        assert [m.text for m in model.calls[-1]] == ["q1", "a1", "q2"]  # the thread, once
+        thread = {"configurable": {"thread_id": memory.scope.conversation_key}}
+        assert thread["configurable"]["thread_id"] == "default:alice:c"
+        assert [m.text for m in agent.get_state(thread).values["messages"]] == [
+            "q1",
+            "a1",
+            "q2",
+            "a2",
+        ]
+    with memory.session(user_id="bob", conversation_id="c"):
+        agent.invoke({"messages": [("user", "hi")]})
+        assert [m.text for m in model.calls[-1]] == ["hi"]  # not alice's thread
+    assert texts(stored(memory, "c", "alice")) == [
+        ("user", "q1"),
+        ("assistant", "a1"),
+        ("user", "q2"),
+        ("assistant", "a2"),
+    ]
+    assert texts(stored(memory, "c", "bob")) == [("user", "hi"), ("assistant", "b1")]
+
+
+def test_the_middleware_with_a_checkpointer_needs_a_thread_id(local_memory: Memory) -> None:
+    """LangGraph refuses a checkpointed run without a thread_id before any middleware runs:
+    the session's conversation cannot stand in for it there."""
+    agent = with_middleware(
+        local_memory, ScriptedChatModel(["ok"]), [], checkpointer=InMemorySaver()
+    )
+    with local_memory.session(conversation_id="c"):
+        with pytest.raises(ValueError, match=r"Checkpointer requires .* thread_id"):
+            agent.invoke({"messages": [("user", "hi")]})
+        assert local_memory.conversation.last_seq() == 0
+        agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "c"}})
+        assert local_memory.conversation.last_seq() == 2
+
+
 def test_a_thread_started_before_the_middleware_is_stored_once(local_memory: Memory) -> None:
     saver = InMemorySaver()
     config = {"configurable": {"thread_id": "old"}}
@@ -388,14 +464,17 @@ def test_a_raising_call_keeps_the_results_its_sibling_calls_returned(memory: Mem
     assert got[2].tool_results[0].id == "ok-1"
 
 
-def test_a_wrapped_run_that_raises_keeps_its_input_marked_failed(local_memory: Memory) -> None:
+def test_a_wrapped_run_that_raises_keeps_what_completed_marked_failed(
+    local_memory: Memory,
+) -> None:
     model = ScriptedChatModel([call_tool("explode", reason="x")])
     agent = wrapped(local_memory, model, [explode])
     with pytest.raises(Broken):
         agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "f-2"}})
     got = stored(local_memory, "f-2")
-    assert texts(got) == [("user", "go")]
-    assert got[0].meta["failed"] is True
+    assert texts(got) == [("user", "go"), ("assistant", "")]  # the input, the model's step
+    assert all(m.meta["failed"] is True for m in got)
+    assert got[1].tool_calls[0].name == "explode"
 
 
 def test_a_wrapped_run_with_a_checkpointer_keeps_what_completed(local_memory: Memory) -> None:

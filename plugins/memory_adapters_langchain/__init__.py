@@ -18,7 +18,10 @@ Loading it never imports LangChain; the names below import it when first used:
 ``MemoryChatMessageHistory``
     a ``BaseChatMessageHistory`` for ``RunnableWithMessageHistory`` (:mod:`.history`);
 ``to_messages`` / ``from_messages``
-    the mapping between LangChain messages and the neutral form (:mod:`.mapping`).
+    the mapping between LangChain messages and the neutral form (:mod:`.mapping`);
+``ModelCannotCallTools``
+    raised when the agent's chat model cannot call tools and the middleware gives it the memory
+    tools (:mod:`.errors`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from memory_adapters import MissingExtra, hookimpl
 
 from .adapter import LangChainAdapter
+from .errors import ModelCannotCallTools
 
 if TYPE_CHECKING:
     from .graph import MemoryGraph
@@ -44,6 +48,7 @@ __all__ = [
     "MemoryGraph",
     "MemoryMiddleware",
     "MemoryStore",
+    "ModelCannotCallTools",
     "from_messages",
     "memory_tools",
     "to_messages",

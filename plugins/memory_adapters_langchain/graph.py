@@ -14,16 +14,20 @@ the graph. For every run it:
    checkpointer, only when the thread's state is still empty: a thread's state already is its
    history);
 3. runs the graph with the run active (so tools reach the run's memory and wrapped agents they
-   call are sub-agents), then stores the run's new messages once, as one batch; a run that
-   raises stores its input, and with a checkpointer whatever the thread's state gained, marked
-   ``meta["failed"] = True``.
+   call are sub-agents), watching every step's messages (``invoke`` collects its result from
+   the graph's stream, as LangGraph's own does), then stores the run's new messages once, as
+   one batch, leaving out messages middleware made (a summary); a run that raises stores the
+   steps that completed, marked ``meta["failed"] = True``.
+
+With a checkpointer and no ``thread_id`` in the config, the run's conversation is the thread,
+named by its key (``default:alice:c-42``). A ``Command`` input (resuming an interrupted run) is
+run the same way, after the thread's history: what the resumed run adds is stored once.
 
 What only :class:`~.middleware.MemoryMiddleware` can add, because it runs inside the graph:
 the memory tools and the system-prompt fragments (tool guidance, preloaded facts, working
-memory); storing each step as it completes (without a checkpointer, a wrapped run that raises
-keeps only its input); the window *in place of* a checkpointer's thread history rather than in
-the state; and the ``before_model_call`` hook. A graph that already has the middleware is run
-as it is: wrapping it adds nothing twice.
+memory); storing each step as it completes; the window *in place of* a checkpointer's thread
+history rather than in the state; and the ``before_model_call`` hook. A graph that already has
+the middleware is run as it is: wrapping it adds nothing twice.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any, cast
 from langchain_core.messages import BaseMessage, convert_to_messages
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.pregel import Pregel
-from langgraph.types import Command
+from langgraph.types import Command, GraphOutput
 
 from memory_adapters import InvalidInput, Memory
 from memory_adapters.run import (
@@ -49,7 +53,7 @@ from memory_adapters.run import (
 )
 from memory_adapters.working import MergePolicy
 
-from .mapping import FRAMEWORK, from_messages, to_messages
+from .mapping import FRAMEWORK, from_messages, synthesized, to_messages
 from .scope import Resolver, awaited, call_resolvers, checked, framework_values, run_where
 
 
@@ -68,10 +72,16 @@ class _Turn:
         """The run's new messages by id, in the order they came."""
 
     def add(self, messages: Sequence[Any]) -> None:
-        """Note messages the run produced (ignoring those stored before it)."""
+        """Note messages the run produced, the latest version of each (ignoring those stored
+        before it, and those middleware made: a summary is not a turn)."""
         for m in messages:
-            if isinstance(m, BaseMessage) and m.id is not None and m.id not in self.known:
-                self.messages.setdefault(m.id, m)
+            if (
+                isinstance(m, BaseMessage)
+                and m.id is not None
+                and m.id not in self.known
+                and not synthesized(m)
+            ):
+                self.messages[m.id] = m
 
     def add_update(self, chunk: Any) -> None:
         """Note the messages of a stream ``updates`` chunk ({node: update})."""
@@ -87,8 +97,9 @@ class _Turn:
 class MemoryGraph(Runnable[Any, Any]):
     """A compiled LangGraph graph with memory (see the module docstring).
 
-    ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are strings or resolvers
-    called with the run's ``RunnableConfig`` (sync, or async for async calls). ``history``,
+    ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are identifiers (a str, an
+    int or a UUID) or resolvers called with the run's ``RunnableConfig`` (sync, or async for
+    async calls). ``history``,
     ``history_tokens``, ``max_messages``, ``name``, ``sub_conversation`` and ``merge`` are as
     for :class:`~.middleware.MemoryMiddleware`.
     """
@@ -141,8 +152,7 @@ class MemoryGraph(Runnable[Any, Any]):
         return name if isinstance(name, str) else (self.graph.name or None)
 
     def _turn(self, where: RunScope, config: RunnableConfig, run_id: str) -> _Turn:
-        configurable = config.get("configurable") or {}
-        threaded = bool(self.graph.checkpointer) and bool(configurable.get("thread_id"))
+        threaded = bool(self.graph.checkpointer) and _thread(config) is not None
         lifecycle = RunLifecycle(
             self.memory,
             where,
@@ -167,11 +177,34 @@ class MemoryGraph(Runnable[Any, Any]):
             sub_conversation=self.sub_conversation,
         )
 
+    def _on_thread(self, config: RunnableConfig, where: RunScope) -> RunnableConfig:
+        """The config the graph runs with: with a checkpointer and no ``thread_id``, the run's
+        conversation is the thread, by its key (``default:alice:c-42``: unique per namespace,
+        user and conversation, so two users' conversations of one id never share a thread)."""
+        if not self.graph.checkpointer or _thread(config) is not None:
+            return config
+        configurable = {
+            **(config.get("configurable") or {}),
+            "thread_id": where.conversation.conversation_key,
+        }
+        return cast(RunnableConfig, {**config, "configurable": configurable})
+
+    def _start(
+        self, resolved: dict[str, Any], input: Any, config: RunnableConfig, context: Any
+    ) -> tuple[_Turn, RunnableConfig]:
+        run_id = own_run_id(self.memory, config.get("run_id"))
+        where = self._where(resolved, config, context, run_id)
+        config = self._on_thread(config, where)
+        turn = self._turn(where, config, run_id)
+        if not isinstance(input, Command):
+            self._input(turn, input)
+        return turn, config
+
     def _input(self, turn: _Turn, input: Any) -> list[BaseMessage]:
         if not isinstance(input, Mapping) or "messages" not in input:
             raise InvalidInput(
-                "a memory agent's input is a dict with 'messages' "
-                "(a Command resuming an interrupted run goes to the graph itself)"
+                "a memory agent's input is a dict with 'messages', or a Command resuming an "
+                "interrupted run"
             )
         raw = input["messages"]
         messages = convert_to_messages(raw if isinstance(raw, list) else [raw])
@@ -181,12 +214,13 @@ class MemoryGraph(Runnable[Any, Any]):
         turn.input = messages
         return messages
 
-    def _prepared(
-        self, turn: _Turn, input: Mapping[str, Any], window: list[BaseMessage], state: Any
-    ) -> dict[str, Any]:
-        """The graph's input: the window (unless the thread has history), then the input."""
+    def _prepared(self, turn: _Turn, input: Any, window: list[BaseMessage], state: Any) -> Any:
+        """The graph's input: the window (unless the thread has history), then the input; a
+        ``Command`` (resuming an interrupted run) as it is, after the thread's history."""
         earlier = [m for m in (state or []) if isinstance(m, BaseMessage)]
         turn.known.update(m.id for m in earlier if m.id is not None)
+        if isinstance(input, Command):
+            return input
         shown: list[BaseMessage] = []
         if not earlier:
             for m in window:
@@ -197,6 +231,8 @@ class MemoryGraph(Runnable[Any, Any]):
         return {**input, "messages": [*shown, *turn.input]}
 
     def _outcome(self, turn: _Turn, result: Any) -> list[BaseMessage]:
+        if isinstance(result, GraphOutput):
+            result = result.value
         if isinstance(result, Mapping) and isinstance(result.get("messages"), list):
             turn.add(result["messages"])
         turn.add(turn.input)  # an input the graph did not echo is the run's all the same
@@ -205,23 +241,22 @@ class MemoryGraph(Runnable[Any, Any]):
         return list(ordered.values())
 
     def _passthrough(self, input: Any) -> bool:
-        """Whether the run goes to the graph as it is: the graph has the middleware, or the
-        input is a ``Command`` (resuming an interrupted run of a checkpointed thread)."""
-        return self.native or isinstance(input, Command)
+        """Whether the run goes to the graph as it is: the graph has the middleware."""
+        return self.native
 
     # -- sync -------------------------------------------------------------------------------------
 
     def _begin(
         self, input: Any, config: RunnableConfig | None, context: Any
-    ) -> tuple[_Turn, RunnableConfig, dict[str, Any]]:
+    ) -> tuple[_Turn, RunnableConfig, Any]:
         config = ensure_config(config)
         resolved = call_resolvers(self.resolvers, config, allow_async=False)
-        run_id = own_run_id(self.memory, config.get("run_id"))
-        turn = self._turn(self._where(resolved, config, context, run_id), config, run_id)
-        self._input(turn, input)
+        turn, config = self._start(resolved, input, config, context)
         lifecycle = turn.lifecycle
         lifecycle.start()
-        window = from_messages(lifecycle.window().messages()) if self.history else []
+        window: list[BaseMessage] = []
+        if self.history and not isinstance(input, Command):
+            window = from_messages(lifecycle.window().messages())
         state = self._state(config) if turn.threaded else None
         return turn, config, self._prepared(turn, input, window, state)
 
@@ -241,12 +276,15 @@ class MemoryGraph(Runnable[Any, Any]):
             return self.graph.invoke(input, config, **kwargs)
         turn, config, prepared = self._begin(input, config, kwargs.get("context"))
         lifecycle = turn.lifecycle
+        invoked = _Invoked(kwargs)
         with lifecycle.activate():
             try:
-                result = self.graph.invoke(prepared, config, **kwargs)
+                for part in self.graph.stream(prepared, config, **invoked.stream_kwargs):
+                    invoked.add(turn, part)
             except BaseException as exc:
                 self._failed(turn, config, exc)
                 raise
+        result = invoked.result()
         lifecycle.finish(to_messages(self._outcome(turn, result)))
         return result
 
@@ -276,15 +314,15 @@ class MemoryGraph(Runnable[Any, Any]):
 
     async def _abegin(
         self, input: Any, config: RunnableConfig | None, context: Any
-    ) -> tuple[_Turn, RunnableConfig, dict[str, Any]]:
+    ) -> tuple[_Turn, RunnableConfig, Any]:
         config = ensure_config(config)
         resolved = await awaited(call_resolvers(self.resolvers, config, allow_async=True))
-        run_id = own_run_id(self.memory, config.get("run_id"))
-        turn = self._turn(self._where(resolved, config, context, run_id), config, run_id)
-        self._input(turn, input)
+        turn, config = self._start(resolved, input, config, context)
         lifecycle = turn.lifecycle
         await lifecycle.astart()
-        window = from_messages((await lifecycle.awindow()).messages()) if self.history else []
+        window: list[BaseMessage] = []
+        if self.history and not isinstance(input, Command):
+            window = from_messages((await lifecycle.awindow()).messages())
         state = await self._astate(config) if turn.threaded else None
         return turn, config, self._prepared(turn, input, window, state)
 
@@ -304,12 +342,15 @@ class MemoryGraph(Runnable[Any, Any]):
             return await self.graph.ainvoke(input, config, **kwargs)
         turn, config, prepared = await self._abegin(input, config, kwargs.get("context"))
         lifecycle = turn.lifecycle
+        invoked = _Invoked(kwargs)
         with lifecycle.activate():
             try:
-                result = await self.graph.ainvoke(prepared, config, **kwargs)
+                async for part in self.graph.astream(prepared, config, **invoked.stream_kwargs):
+                    invoked.add(turn, part)
             except BaseException as exc:
                 await self._afailed(turn, config, exc)
                 raise
+        result = invoked.result()
         await lifecycle.afinish(to_messages(self._outcome(turn, result)))
         return result
 
@@ -347,6 +388,73 @@ class MemoryGraph(Runnable[Any, Any]):
 
 
 _HIDDEN = object()
+
+_INTERRUPT = "__interrupt__"
+
+
+def _thread(config: RunnableConfig) -> Any:
+    """The config's ``thread_id``, or ``None``."""
+    thread = (config.get("configurable") or {}).get("thread_id")
+    return None if thread is None or thread == "" else thread
+
+
+class _Invoked:
+    """What ``invoke`` returns, collected from the graph's stream the way ``Pregel.invoke``
+    collects it (LangGraph's own ``invoke`` is built on ``stream``), with the ``updates`` the
+    memory needs: every message the run made, also those another middleware removed from the
+    state before the run ended (messages a ``SummarizationMiddleware`` summary replaced)."""
+
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        asked = kwargs.get("stream_mode") or "values"
+        self.mode: str | None = asked if isinstance(asked, str) else None
+        """The one mode asked for (``None``: a list of them, each chunk named by its mode)."""
+        self.modes: list[str] = [asked] if isinstance(asked, str) else list(asked)
+        self.v2 = kwargs.get("version") == "v2"
+        self.subgraphs = bool(kwargs.get("subgraphs"))
+        modes = ["updates", "values"] if self.mode == "values" else [*self.modes, "updates"]
+        self.stream_kwargs = {**kwargs, "stream_mode": list(dict.fromkeys(modes))}
+        self.latest: Any = None
+        self.interrupts: list[Any] = []
+        self.chunks: list[Any] = []
+
+    def add(self, turn: _Turn, part: Any) -> None:
+        """Note one part of the stream."""
+        if self.v2:
+            kind, namespace, data = part.get("type"), part.get("ns") or (), part.get("data")
+        elif self.subgraphs:
+            namespace, kind, data = part
+        else:
+            namespace, (kind, data) = (), part
+        if kind == "updates" and not namespace:
+            turn.add_update(data)
+        if self.mode == "values":
+            if self.v2:
+                if kind == "values":
+                    self.latest = data
+                    self.interrupts.extend(part.get("interrupts") or ())
+            elif kind == "updates" and isinstance(data, dict) and _INTERRUPT in data:
+                self.interrupts.extend(data[_INTERRUPT])
+            elif kind == "values":
+                self.latest = data
+        elif kind in self.modes:
+            if self.v2:
+                self.chunks.append(part)
+            elif self.mode is None:
+                self.chunks.append((namespace, kind, data) if self.subgraphs else (kind, data))
+            else:
+                self.chunks.append((namespace, data) if self.subgraphs else data)
+
+    def result(self) -> Any:
+        """What the graph's ``invoke`` would have returned."""
+        if self.mode != "values":
+            return self.chunks
+        if self.v2:
+            return GraphOutput(value=self.latest, interrupts=tuple(self.interrupts))
+        if self.interrupts:
+            if isinstance(self.latest, dict):
+                return {**self.latest, _INTERRUPT: self.interrupts}
+            return {_INTERRUPT: self.interrupts}
+        return self.latest
 
 
 def _with_updates(

@@ -105,6 +105,22 @@ def _neutral(message: BaseMessage) -> Message | None:
     return Message("user", text)
 
 
+SOURCE = "lc_source"
+"""The ``additional_kwargs`` key LangChain marks the messages its own machinery makes with
+(``SummarizationMiddleware``'s summary: ``{"lc_source": "summarization"}``)."""
+
+
+def synthesized(message: BaseMessage) -> bool:
+    """Whether ``message`` is a user or system message that middleware made rather than a person
+    or a model said: LangChain marks one with ``additional_kwargs["lc_source"]`` (the summary
+    ``SummarizationMiddleware`` puts in the state is one). Memory never stores one as a turn of
+    the conversation. A model's message and a tool's result are always the conversation's,
+    whatever made them: a tool call and its result stay paired."""
+    return isinstance(message, HumanMessage | SystemMessage | ChatMessage) and bool(
+        message.additional_kwargs.get(SOURCE)
+    )
+
+
 def to_messages(messages: Sequence[BaseMessage]) -> list[Message]:
     """The neutral form of LangChain ``messages``, each with its ``raw`` JSON (see the module
     docstring). ``RemoveMessage`` entries are left out."""

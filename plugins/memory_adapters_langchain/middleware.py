@@ -27,9 +27,12 @@ agent, however it is called (``invoke``, ``ainvoke``, ``stream``, ``astream``, `
 
 Messages of the graph state that earlier runs stored (a LangGraph checkpointer keeps them in
 the thread's state) are recognised and neither stored again nor shown twice: the model sees the
-stored window in their place. The middleware keeps, in two private state keys
-(``memory_run``, ``memory_mark``: omitted from the agent's input and output), which run is
-going on and the id of the last message it stored.
+stored window in their place. A message another middleware makes (a ``SummarizationMiddleware``
+summary; :func:`.mapping.synthesized`) is never stored, and once such a middleware has rewritten
+the state the model is shown the state, with only the part of the window older than it. The
+middleware keeps, in three private state keys (``memory_run``, ``memory_mark``,
+``memory_head``: omitted from the agent's input and ``invoke`` output), which run is going on,
+the id of the last message it stored and of the first message of the thread (or run).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AnyMessage,
@@ -78,17 +82,19 @@ from memory_adapters.steps import Plan, drive_async, drive_sync
 from memory_adapters.window import SUMMARY_PREFIX
 from memory_adapters.working import MergePolicy
 
-from .mapping import EDITED, FRAMEWORK, from_messages, to_messages
-from .scope import awaited, call_resolvers, checked, framework_values, run_where
+from .errors import ModelCannotCallTools
+from .mapping import EDITED, FRAMEWORK, from_messages, synthesized, to_messages
+from .scope import ScopeId, awaited, call_resolvers, checked, framework_values, run_where
 from .tools import memory_tools
 
 log = logging.getLogger("memory_adapters.langchain")
 
-Resolver = str | Callable[[Runtime[Any]], Awaitable[str | None] | str | None] | None
-"""A scope value: a fixed string, a callable (sync, or async for async runs) computing it from
-the run's LangGraph ``Runtime`` (``runtime.context``, ``runtime.execution_info``; the run's
+Resolver = ScopeId | Callable[[Runtime[Any]], Awaitable[ScopeId | None] | ScopeId | None] | None
+"""A scope value: a fixed identifier, a callable (sync, or async for async runs) computing it
+from the run's LangGraph ``Runtime`` (``runtime.context``, ``runtime.execution_info``; the run's
 config is ``langgraph.config.get_config()``), returning ``None`` to leave it to the next
-source, or ``None``."""
+source, or ``None``. An identifier is a str, an int or a UUID (an int or a UUID is kept as its
+str); anything else raises :class:`~memory_adapters.InvalidId`."""
 
 MAX_RUNS = 1024
 """How many runs' private state one middleware keeps at most (a run that raised never says it
@@ -102,6 +108,9 @@ class MemoryState(AgentState[Any]):
     """The run the state belongs to (a key of the middleware's private per-run state)."""
     memory_mark: NotRequired[Annotated[str | None, PrivateStateAttr]]
     """The id of the last state message the memory stored."""
+    memory_head: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    """The id of the first message of the thread (with a checkpointer) or of the run (without):
+    where what the state holds, or a summary in it stands for, begins."""
 
 
 @dataclass(slots=True)
@@ -114,6 +123,11 @@ class _Run:
     """Ids of state messages that were stored before the run (a checkpointer's history)."""
     hidden: set[str]
     """Ids of state messages the model is shown through the window instead."""
+    head: str | None = None
+    """The state's ``memory_head``: the first message of the thread or of the run."""
+    held: set[str] = field(default_factory=set)
+    """Ids of the messages the state has held during the run: one that has left it was removed
+    by another middleware (a summary stands for it)."""
     stored: set[str] = field(default_factory=set)
     """Ids of state messages the run has stored."""
     done: dict[str, ToolMessage] = field(default_factory=dict)
@@ -132,11 +146,12 @@ def _config() -> dict[str, Any]:
 class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     """Durable, budgeted memory for a ``create_agent`` agent (see the module docstring).
 
-    Scope. ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are each a string
-    or a *resolver* (see :data:`Resolver`). For each value the first source that gives one
-    wins: the value or resolver given here; the runtime context's attribute (or key) of that
-    name (``conversation_id`` also as ``thread_id``); the run config's ``configurable`` entry
-    (``thread_id`` for the conversation, ``user_id``, ``agent_id``); the ``Memory``'s session.
+    Scope. ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are each an
+    identifier or a *resolver* (see :data:`Resolver`). For each value the first source that
+    gives one wins: the value or resolver given here; the runtime context's attribute (or key)
+    of that name (``conversation_id`` also as ``thread_id``); the run config's
+    ``configurable`` entry (``thread_id`` for the conversation, ``user_id``, ``agent_id``); the
+    ``Memory``'s session.
     A run of a memory agent started from a tool of another one is a sub-agent: it starts from
     the parent run's scope on the working-memory fork ``name`` (default: the agent's name), and
     its messages go to a child conversation (``sub_conversation``) unless its config names a
@@ -273,8 +288,13 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             window = from_messages(loaded.messages())
         messages: list[AnyMessage] = list(state.get("messages") or [])
         old, hidden = _earlier(messages, state.get("memory_mark"), window)
-        run = _Run(lifecycle, window, old, hidden)
+        head = state.get("memory_head")
+        if not isinstance(head, str):
+            head = next((m.id for m in messages if not synthesized(m)), None)
+        run = _Run(lifecycle, window, old, hidden, head)
         update = yield from self._store_new(run, messages)
+        if head is not None and state.get("memory_head") != head:
+            update["memory_head"] = head
         return run, {"memory_run": lifecycle.run.run_id, **update}
 
     def _resume(self, state: Any, runtime: Any) -> _Run:
@@ -308,7 +328,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         new: list[BaseMessage] = []
         with run.lock:
             for m in messages:
-                if m.id is None or m.id in run.old or m.id in run.stored:
+                if m.id is None or m.id in run.old or m.id in run.stored or synthesized(m):
                     continue
                 run.stored.add(m.id)
                 new.append(m)
@@ -318,6 +338,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         """Store the state messages the run has not stored; the state update of the mark."""
         with run.lock:  # the tools' results have reached the state by now
             run.done.clear()
+            run.held.update(m.id for m in messages if m.id is not None)
         new = self._claim(run, messages)
         if new:
             yield from run.lifecycle._save(to_messages(new))
@@ -403,13 +424,28 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     # -- the model call -----------------------------------------------------------------------
 
     def _request(self, run: _Run, request: ModelRequest[Any]) -> tuple[list[BaseMessage], str]:
-        """The messages the model is shown, and the text of the prompt (for preloaded facts)."""
-        own = [m for m in request.messages if m.id is None or m.id not in run.hidden]
-        window = run.window
-        if own and window:
-            ids = {m.id for m in own if m.id is not None}
-            window = [m for m in window if m.id is None or m.id not in ids]
-        prompt = next((m.text for m in reversed(own) if isinstance(m, HumanMessage)), "")
+        """The messages the model is shown, and the text of the prompt (for preloaded facts).
+
+        Normally the window, then the state's messages it does not stand in for. Once another
+        middleware has rewritten the state (messages have left it, or it holds a summary that
+        middleware made), the state is the history from its head on, and the window adds only
+        what is older than all of it (see :func:`_before`)."""
+        state = list(request.messages)
+        ids = {m.id for m in state if m.id is not None}
+        with run.lock:
+            left = run.held - ids
+            head_is_own = run.head is not None and run.head in run.stored
+        if left or any(synthesized(m) for m in state):
+            own = state
+            window = _before(run.window, None if head_is_own else run.head, ids | left)
+        else:
+            own = [m for m in state if m.id is None or m.id not in run.hidden]
+            shown = {m.id for m in own if m.id is not None}
+            window = [m for m in run.window if m.id is None or m.id not in shown]
+        prompt = next(
+            (m.text for m in reversed(own) if isinstance(m, HumanMessage) and not synthesized(m)),
+            "",
+        )
         return [*window, *own], prompt
 
     def _fragments_plan(
@@ -451,12 +487,26 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
                 system = SystemMessage(content=[*system.content, {"type": "text", "text": extra}])
         return request.override(messages=cast(list[AnyMessage], kept), system_message=system)
 
+    def _check_tools(self, request: ModelRequest[Any]) -> None:
+        """Raise :class:`~.errors.ModelCannotCallTools` before the model is called when it
+        cannot call tools and the request gives it the memory tools (LangChain itself would
+        raise a bare ``NotImplementedError`` from ``bind_tools``)."""
+        model = request.model
+        if not self.use_tools or not isinstance(model, BaseChatModel):
+            return
+        if type(model).bind_tools is not BaseChatModel.bind_tools:
+            return
+        mine = {t.name for t in self.tools}
+        if any(getattr(t, "name", None) in mine for t in request.tools):
+            raise ModelCannotCallTools(type(model).__name__)
+
     def wrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelCallResult[Any]:
         """Show the model the window and the memory's system-message fragments."""
+        self._check_tools(request)
         run = self._resume(request.state, request.runtime)
         messages, prompt = self._request(run, request)
         messages, fragments = drive_sync(
@@ -471,6 +521,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelCallResult[Any]:
         """Async :meth:`wrap_model_call`."""
+        self._check_tools(request)
         run = await self._aresume(request.state, request.runtime)
         messages, prompt = self._request(run, request)
         messages, fragments = await drive_async(
@@ -565,6 +616,26 @@ def _earlier(
     last = max((i for i, m in enumerate(messages) if m.id in in_window), default=-1)
     hidden = in_window | {m.id for m in messages[: last + 1] if m.id is not None}
     return old, hidden
+
+
+def _before(window: Sequence[BaseMessage], head: str | None, later: set[str]) -> list[BaseMessage]:
+    """The part of ``window`` older than a rewritten state: before ``head`` (the first message
+    of a thread that began before this run; nothing when the window does not reach back to
+    it), and before any message in ``later`` (what the state holds or held), ending with whole
+    tool calls. Without a ``head`` (the state began with this run) the whole window is older."""
+    kept = list(window)
+    if head is not None:
+        at = next((i for i, m in enumerate(kept) if m.id == head), None)
+        kept = kept[:at] if at is not None else []
+    cut = next((i for i, m in enumerate(kept) if m.id is not None and m.id in later), len(kept))
+    kept = kept[:cut]
+    calls = next((i for i in range(len(kept) - 1, -1, -1) if isinstance(kept[i], AIMessage)), None)
+    if calls is not None:
+        asked = {c.get("id") for c in cast(AIMessage, kept[calls]).tool_calls}
+        answered = {m.tool_call_id for m in kept[calls + 1 :] if isinstance(m, ToolMessage)}
+        if not asked <= answered:
+            kept = kept[:calls]
+    return kept
 
 
 def _run_id(runtime: Any) -> Any:

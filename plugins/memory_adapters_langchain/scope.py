@@ -6,9 +6,11 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
+from uuid import UUID
 
 from memory_adapters import Memory
 from memory_adapters.run import RunScope, SubConversation, active_run, run_scope
+from memory_adapters.scope import framework_id
 
 SCOPE_FIELDS = ("user_id", "conversation_id", "agent_id", "namespace")
 
@@ -19,29 +21,38 @@ HINT = (
 )
 
 
-def _value(source: Any, name: str) -> str | None:
+CONTEXT = "the run's context"
+CONFIGURABLE = 'the run config\'s "configurable"'
+
+
+def _value(source: Any, name: str, where: str) -> str | None:
+    """The identifier ``source`` (a mapping's key or an object's attribute ``name``) holds, as
+    memory keeps it (:func:`~memory_adapters.scope.framework_id`): a str, an int or a UUID;
+    ``None`` or ``""`` for none; anything else raises ``InvalidId`` naming ``where``."""
     if source is None:
         return None
     value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
-    return value if isinstance(value, str) and value else None
+    return framework_id(value, name, where)
 
 
 def framework_values(
-    config: Mapping[str, Any] | None, context: Any, thread_id: str | None = None
+    config: Mapping[str, Any] | None, context: Any, thread_id: object = None
 ) -> dict[str, str | None]:
     """The scope values a run's LangGraph context (attributes or keys ``user_id``,
-    ``conversation_id`` or ``thread_id``, ``agent_id``, ``namespace``) and config
-    (``configurable``: ``thread_id``, ``user_id``, ``agent_id``, ``namespace``) give, the
-    context first."""
+    ``conversation_id`` or ``thread_id``, ``agent_id``, ``namespace``), the runtime's
+    ``execution_info.thread_id`` and the config (``configurable``: ``thread_id``, ``user_id``,
+    ``agent_id``, ``namespace``) give, in that order. Each is a str, an int or a UUID (an int or
+    a UUID is kept as its str, as LangGraph accepts them); anything else raises
+    :class:`~memory_adapters.InvalidId` naming where it came from."""
     configurable = (config or {}).get("configurable") or {}
     found: dict[str, str | None] = {}
     for name in ("user_id", "agent_id", "namespace"):
-        found[name] = _value(context, name) or _value(configurable, name)
+        found[name] = _value(context, name, CONTEXT) or _value(configurable, name, CONFIGURABLE)
     found["conversation_id"] = (
-        _value(context, "conversation_id")
-        or _value(context, "thread_id")
-        or (thread_id if isinstance(thread_id, str) and thread_id else None)
-        or _value(configurable, "thread_id")
+        _value(context, "conversation_id", CONTEXT)
+        or _value(context, "thread_id", CONTEXT)
+        or framework_id(thread_id, "thread_id", "the run's execution_info")
+        or _value(configurable, "thread_id", CONFIGURABLE)
     )
     return found
 
@@ -49,7 +60,7 @@ def framework_values(
 def call_resolvers(
     resolvers: Mapping[str, Any], argument: Any, *, allow_async: bool
 ) -> dict[str, Any]:
-    """Each resolver's value for ``argument``: a string stays, a callable is called (its
+    """Each resolver's value for ``argument``: a fixed value stays, a callable is called (its
     awaitable returned as is when ``allow_async``, else a ``TypeError``)."""
     out: dict[str, Any] = {}
     for name, value in resolvers.items():
@@ -68,13 +79,12 @@ async def awaited(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def checked(values: Mapping[str, Any]) -> dict[str, str | None]:
-    """Resolver results, checked to be strings or ``None``."""
-    out: dict[str, str | None] = {}
-    for name, value in values.items():
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"the {name} resolver returned {type(value).__name__}, not a str")
-        out[name] = value or None
-    return out
+    """Resolver results as memory keeps them (:func:`~memory_adapters.scope.framework_id`):
+    a str, an int or a UUID (kept as its str), ``None`` or ``""`` for none; anything else
+    raises :class:`~memory_adapters.InvalidId` naming the resolver."""
+    return {
+        name: framework_id(value, name, f"the {name} resolver") for name, value in values.items()
+    }
 
 
 def run_where(
@@ -108,6 +118,9 @@ def run_where(
     )
 
 
-Resolver = str | Callable[[Any], Any] | None
-"""A scope value: a fixed string, or a callable (sync, or async for async runs) returning
-the value or ``None`` to leave it to the next source; or ``None``."""
+ScopeId = str | int | UUID
+"""An identifier a framework may hand over: memory keeps an int or a UUID as its str."""
+
+Resolver = ScopeId | Callable[[Any], Any] | None
+"""A scope value: a fixed identifier (a str, an int or a UUID), or a callable (sync, or async
+for async runs) returning one or ``None`` to leave it to the next source; or ``None``."""

@@ -253,14 +253,19 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         return value
 
     async def _resolve(self, value: Resolver, ctx: RunContext[AgentDepsT]) -> str | None:
-        if value is None or isinstance(value, str):
-            return value
-        resolved: Any = value(ctx)
+        """The scope value ``value`` gives for the run ``ctx``: a fixed value, or what the
+        resolver returns (awaited if async), as memory keeps identifiers
+        (:func:`~memory_adapters.scope.framework_id`: a str, an int or a UUID, an int or a UUID
+        as its str; ``None`` or ``""`` for none; anything else raises ``InvalidId`` naming the
+        resolver)."""
+        from memory_adapters.scope import framework_id
+
+        fields = ("user_id", "conversation_id", "agent_id", "namespace")
+        what = next((n for n in fields if value is not None and getattr(self, n) is value), "")
+        resolved: object = value(ctx) if callable(value) else value
         if inspect.isawaitable(resolved):
             resolved = await resolved
-        if resolved is not None and not isinstance(resolved, str):
-            raise TypeError(f"a scope resolver returned {type(resolved).__name__}, not a str")
-        return resolved
+        return framework_id(resolved, what or "a scope value", f"the {what or 'scope'} resolver")
 
     async def resolve_scope(self, ctx: RunContext[AgentDepsT]) -> RunScope:
         """Where the memory of the run ``ctx`` describes is (see the class docstring)."""

@@ -38,6 +38,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
+from uuid import UUID
 
 import anyio
 from pydantic_ai import RunContext
@@ -65,6 +66,7 @@ from memory_adapters.run import (
     run_options,
     run_scope,
 )
+from memory_adapters.scope import framework_id
 from memory_adapters.window import AWAITING
 from memory_adapters.working import MergePolicy
 
@@ -73,8 +75,15 @@ from .toolset import memory_toolset
 
 log = logging.getLogger("memory_adapters.pydantic_ai")
 
-Resolver = str | Callable[[RunContext[Any]], Awaitable[str | None] | str | None] | None
-"""A scope value: a fixed string, a callable (sync or async) computing it from the run's
+ScopeValue = str | int | UUID
+"""An identifier as an application gives it: an int or a UUID is used as its str."""
+
+Resolver = (
+    ScopeValue
+    | Callable[[RunContext[Any]], Awaitable[ScopeValue | None] | ScopeValue | None]
+    | None
+)
+"""A scope value: a fixed one, a callable (sync or async) computing it from the run's
 ``RunContext`` (or returning ``None`` to leave it to the next source), or ``None``."""
 
 CAPABILITY_ID = "memory_adapters"
@@ -228,7 +237,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         return bound
 
     def _static(self, value: Resolver) -> str | None:
-        return value if isinstance(value, str) else None
+        return None if value is None or callable(value) else framework_id(value, "a scope value")
 
     def get_default_conversation_id(self, run_id: str) -> str | None:
         """pydantic-ai's ``conversation_id`` for a run given none: the one memory will use when
@@ -258,8 +267,6 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         (:func:`~memory_adapters.scope.framework_id`: a str, an int or a UUID, an int or a UUID
         as its str; ``None`` or ``""`` for none; anything else raises ``InvalidId`` naming the
         resolver)."""
-        from memory_adapters.scope import framework_id
-
         fields = ("user_id", "conversation_id", "agent_id", "namespace")
         what = next((n for n in fields if value is not None and getattr(self, n) is value), "")
         resolved: object = value(ctx) if callable(value) else value

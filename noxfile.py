@@ -38,10 +38,17 @@ SUITES: dict[str, tuple[list[str], list[str]]] = {
         ["offline", "langchain", "postgres", "mongo"],
         [
             "tests/test_langchain.py",
+            "tests/test_langchain_compose.py",
             "tests/test_langchain_faults.py",
             "tests/test_langchain_history.py",
+            "tests/test_langchain_matrix.py",
             "tests/test_langgraph_store.py",
         ],
+    ),
+    # one conversation, both frameworks
+    "adapters": (
+        ["offline", "pydantic-ai", "langchain", "postgres", "mongo"],
+        ["tests/test_cross_framework.py", "tests/test_framework_ids.py"],
     ),
 }
 
@@ -54,6 +61,8 @@ def tests(session: nox.Session, extra: str) -> None:
     session.install("-e", f".[{','.join(extras)}]", "pytest", "hypothesis", "setuptools>=70.1")
     if "mongo" in extras:
         session.install("mongomock", "mongomock-motor")
+    if "langchain" in extras:
+        session.install("langgraph-checkpoint-sqlite")  # a checkpointer several processes share
     session.run("python", "-m", "pytest", *(session.posargs or paths))
 
 

@@ -43,9 +43,43 @@ sync and async, on every store: each public method of ``Conversation``, ``Facts`
 out-of-range arguments and the exact error class each must raise (nothing stored may
 change), and the boundary calls every store must accept alike.
 
-Needs pytest and hypothesis (``pip install "memory-adapters[dev]"``).
+The suites need pytest and hypothesis (``pip install "memory-adapters[dev]"``); this package
+imports them only when a suite is first used (``from memory_adapters.testing import
+StoreConformance``). The runtime helpers meant for users' own examples and tests import
+without them: :mod:`memory_adapters.testing.langchain` (``ScriptedChatModel``, needs only the
+``langchain`` extra), :mod:`memory_adapters.testing.postgres_server` (``TemporaryPostgres``) and
+:mod:`memory_adapters.testing.hostile` (the hostile-argument table as data).
 """
 
-from .conformance import MultiProcessConformance, StoreConformance
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from memory_adapters.errors import MissingExtra
+
+if TYPE_CHECKING:
+    from .conformance import MultiProcessConformance, StoreConformance
 
 __all__ = ["MultiProcessConformance", "StoreConformance"]
+
+_LAZY = {"MultiProcessConformance": "conformance", "StoreConformance": "conformance"}
+
+_TEST_TOOLS = {"pytest", "_pytest", "hypothesis"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        loaded = importlib.import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] in _TEST_TOOLS:
+            raise MissingExtra("dev", "pytest and hypothesis") from exc
+        raise
+    return getattr(loaded, name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

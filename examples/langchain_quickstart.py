@@ -33,9 +33,9 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from memory_adapters_langchain import MemoryMiddleware
 
 from memory_adapters import Memory
+from memory_adapters.langchain import MemoryMiddleware
 from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
 
 DEFAULT_URL = "sqlite:///memory_adapters_demo.db"

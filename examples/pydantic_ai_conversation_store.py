@@ -16,7 +16,6 @@ import os
 import sys
 from typing import Any
 
-from memory_adapters_pydantic_ai import MemoryConversationStore
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationConflict
@@ -24,6 +23,7 @@ from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_adapters import Memory
+from memory_adapters.pydantic_ai import MemoryConversationStore
 
 
 def model(messages: list[Any], info: AgentInfo) -> ModelResponse:

@@ -33,6 +33,9 @@ each read under many budgets, every window checked to be within budget, maximal 
 every model API (and, where pydantic-ai or LangChain is installed, exactly what that framework
 gives its model).
 
+:class:`StoreConformance` checks that a closed store raises
+:class:`~memory_adapters.errors.StoreUnavailable` from every method, sync and async.
+
 :class:`StoreConformance` also checks the optional ``Store.list_fact_scopes`` (exact
 prefixes, expiry, namespaces, limits); a store without it skips those tests, and cannot
 serve the LangGraph store's searches and namespace listings.

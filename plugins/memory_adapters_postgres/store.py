@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
 from memory_adapters.facts import Fact, bound_search_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
-from memory_adapters.store import Store, prefix_upper_bound
+from memory_adapters.store import Store, prefix_upper_bound, store_closed
 
 from .schema import MIGRATIONS, SCHEMA_VERSION, check_schema_name
 
@@ -108,6 +108,7 @@ class PostgresStore(Store):
         self.schema = check_schema_name(schema)
         self._s = sql.Identifier(self.schema).as_string(None)
         self._own_pool = pool is None
+        self._closed = False
         if pool is None:
             if url is None:
                 raise ValueError("PostgresStore needs a url or a pool")
@@ -188,6 +189,8 @@ class PostgresStore(Store):
         return _Map()
 
     def _run(self, make: Callable[[], Op[T]]) -> T:
+        if self._closed:
+            raise store_closed(type(self).__name__)
         psycopg = self._psycopg
         for attempt in (0, 1):
             done = False
@@ -235,6 +238,8 @@ class PostgresStore(Store):
         return None
 
     async def _arun(self, make: Callable[[], Op[T]]) -> T:
+        if self._closed:
+            raise store_closed(type(self).__name__)
         pool = self.async_pool
         assert pool is not None
         psycopg = self._psycopg
@@ -708,6 +713,8 @@ class PostgresStore(Store):
         return self._run(self._prune)
 
     def close(self) -> None:
+        """Close the store (and its pool, unless the application gave it one)."""
+        self._closed = True
         if self._own_pool:
             self.pool.close()
 

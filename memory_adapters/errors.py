@@ -87,6 +87,11 @@ class UnknownScheme(MemoryAdaptersError, ValueError):
     """No installed store plugin serves a URL's scheme."""
 
 
+class InvalidURL(InvalidInput):
+    """A store URL whose scheme is served, written in a form its store does not take (for
+    example ``sqlite://memory.db``, two slashes); the message names the forms it takes."""
+
+
 class MissingExtra(MemoryAdaptersError, ImportError):
     """A plugin needs packages from an extra that is not installed."""
 

@@ -123,7 +123,15 @@ class NoScope(MemoryAdaptersError, LookupError):
 
 
 class StoreUnavailable(MemoryAdaptersError, ConnectionError):
-    """The store could not be reached. The operation did not happen; the next call retries."""
+    """The store could not be reached (or was closed). The operation did not happen; the next
+    call tries again. The message says what is wrong (no server at host:port, a database or
+    role that does not exist, a failed password) and what fixes it."""
+
+
+class StoreNotReady(StoreUnavailable):
+    """The store was reached but is not ready for memory-adapters: its tables are missing or
+    out of date and migrations are off, or the role may not create or use them. Retrying
+    does not help; the message says what to run or grant."""
 
 
 class ToolArgumentError(InvalidInput):

@@ -2,6 +2,8 @@
 
     pip install ".[pydantic-ai,langchain,offline]" && python examples/cross_framework.py
 
+Needs: pip install ".[pydantic-ai,langchain,offline]"
+
 Both agents have memory over the same store and run in the same ``memory.session(...)``, so
 they share one conversation and one user's long-term facts. Each turn prints what its model
 was shown: the other framework's turns arrive in the model's own message types (pydantic-ai

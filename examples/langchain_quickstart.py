@@ -2,6 +2,8 @@
 
     pip install ".[langchain,offline]" && python examples/langchain_quickstart.py
 
+Needs: pip install ".[langchain,offline]"
+
 ``MemoryMiddleware(memory)`` gives the agent durable, budgeted memory. No checkpointer: the
 history the model sees comes from the store. The scope comes from the run's config,
 ``{"configurable": {"thread_id": ..., "user_id": ...}}``: the thread is the conversation, the

@@ -5,8 +5,11 @@ keeps working and persists to SQLite, PostgreSQL, MongoDB or memory:// through
 ``MemoryConversationStore``. Two writers that loaded the same revision cannot both save: the
 second gets ``ConversationConflict`` and reloads, as the contract asks.
 
-Runs offline: ``python examples/pydantic_ai_conversation_store.py`` (store: argv[1],
-``$MEMORY_ADAPTERS_URL`` or ``sqlite:///memory_adapters_demo.db``).
+Runs offline (store: argv[1], ``$MEMORY_ADAPTERS_URL`` or ``sqlite:///memory_adapters_demo.db``):
+
+    pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_conversation_store.py
+
+Needs: pip install ".[pydantic-ai,offline]"
 """
 
 from __future__ import annotations

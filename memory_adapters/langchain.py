@@ -63,8 +63,10 @@ _EXPORTS = LazyExports(
 )
 
 
-def __getattr__(name: str) -> Any:
-    return _EXPORTS.get(name)
+if not TYPE_CHECKING:  # type checkers see the imports above, and flag any other name
+
+    def __getattr__(name: str) -> Any:
+        return _EXPORTS.get(name)
 
 
 def __dir__() -> list[str]:

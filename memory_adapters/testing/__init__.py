@@ -71,7 +71,7 @@ _LAZY = {"MultiProcessConformance": "conformance", "StoreConformance": "conforma
 _TEST_TOOLS = {"pytest", "_pytest", "hypothesis"}
 
 
-def __getattr__(name: str) -> Any:
+def _load(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -82,6 +82,10 @@ def __getattr__(name: str) -> Any:
             raise MissingExtra("dev", "pytest and hypothesis") from exc
         raise
     return getattr(loaded, name)
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and flag any other name
+    __getattr__ = _load
 
 
 def __dir__() -> list[str]:

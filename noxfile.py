@@ -13,6 +13,8 @@ SUITES: dict[str, tuple[list[str], list[str]]] = {
         ["offline"],
         [
             "tests/test_memory.py",
+            "tests/test_cli.py",
+            "tests/test_imports.py",
             "tests/test_hooks.py",
             "tests/test_plugins.py",
             "tests/test_tokens.py",
@@ -22,7 +24,10 @@ SUITES: dict[str, tuple[list[str], list[str]]] = {
             "tests/test_store_sqlite.py",
         ],
     ),
-    "postgres": (["offline", "postgres"], ["tests/test_store_postgres.py"]),
+    "postgres": (
+        ["offline", "postgres"],
+        ["tests/test_store_postgres.py", "tests/test_postgres_errors.py"],
+    ),
     "mongo": (["offline", "mongo"], ["tests/test_store_mongo.py"]),
     # the adapters run on every store, so their suites also need the stores' extras
     "pydantic-ai": (

@@ -2,6 +2,8 @@
 
     pip install ".[pydantic-ai,langchain,offline]" && python examples/cross_framework.py
 
+Needs: pip install ".[pydantic-ai,langchain,offline]"
+
 Both agents have memory over the same store and run in the same ``memory.session(...)``, so
 they share one conversation and one user's long-term facts. Each turn prints what its model
 was shown: the other framework's turns arrive in the model's own message types (pydantic-ai
@@ -25,7 +27,6 @@ import uuid
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
-from memory_adapters_langchain import MemoryMiddleware
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
     ModelMessage,
@@ -39,6 +40,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_adapters import Memory
+from memory_adapters.langchain import MemoryMiddleware
 from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
 
 DEFAULT_URL = "sqlite:///memory_adapters_demo.db"

@@ -2,6 +2,8 @@
 
     pip install ".[langchain,offline]" && python examples/langchain_quickstart.py
 
+Needs: pip install ".[langchain,offline]"
+
 ``MemoryMiddleware(memory)`` gives the agent durable, budgeted memory. No checkpointer: the
 history the model sees comes from the store. The scope comes from the run's config,
 ``{"configurable": {"thread_id": ..., "user_id": ...}}``: the thread is the conversation, the
@@ -33,9 +35,9 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
-from memory_adapters_langchain import MemoryMiddleware
 
 from memory_adapters import Memory
+from memory_adapters.langchain import MemoryMiddleware
 from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
 
 DEFAULT_URL = "sqlite:///memory_adapters_demo.db"

@@ -2,7 +2,9 @@
 
 Runs offline, with no API key:
 
-    python examples/plugins.py
+    pip install . && python examples/plugins.py
+
+Needs: pip install "."
 
 Both are registered on one ``Memory`` only (``Memory(..., plugins=[...])``); other ``Memory``
 objects in the process are not affected.

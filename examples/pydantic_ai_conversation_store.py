@@ -5,8 +5,11 @@ keeps working and persists to SQLite, PostgreSQL, MongoDB or memory:// through
 ``MemoryConversationStore``. Two writers that loaded the same revision cannot both save: the
 second gets ``ConversationConflict`` and reloads, as the contract asks.
 
-Runs offline: ``python examples/pydantic_ai_conversation_store.py`` (store: argv[1],
-``$MEMORY_ADAPTERS_URL`` or ``sqlite:///memory_adapters_demo.db``).
+Runs offline (store: argv[1], ``$MEMORY_ADAPTERS_URL`` or ``sqlite:///memory_adapters_demo.db``):
+
+    pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_conversation_store.py
+
+Needs: pip install ".[pydantic-ai,offline]"
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ import os
 import sys
 from typing import Any
 
-from memory_adapters_pydantic_ai import MemoryConversationStore
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationConflict
@@ -24,6 +26,7 @@ from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_adapters import Memory
+from memory_adapters.pydantic_ai import MemoryConversationStore
 
 
 def model(messages: list[Any], info: AgentInfo) -> ModelResponse:

@@ -2,6 +2,8 @@
 
     pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_demo.py
 
+Needs: pip install ".[pydantic-ai,offline]"
+
 Two child processes run the same agent, wrapped with ``memory.wrap(agent)``. The first tells
 it something in one conversation; the second, a new process in a new conversation, asks, and
 the answer shows what the first one left: the fact it saved with the memory tools, and the

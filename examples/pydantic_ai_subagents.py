@@ -7,8 +7,12 @@ it runs, and they are merged back when it finishes (``merge="child"``, the defau
 same user's long-term facts, and its messages go to a conversation of its own
 (``<conversation>/researcher``). Scope comes from resolvers over the run's ``deps``.
 
-Runs offline: the models are ``FunctionModel``s. ``python examples/pydantic_ai_subagents.py``
-(store: argv[1], ``$MEMORY_ADAPTERS_URL`` or ``sqlite:///memory_adapters_demo.db``).
+Runs offline: the models are ``FunctionModel``s (store: argv[1], ``$MEMORY_ADAPTERS_URL`` or
+``sqlite:///memory_adapters_demo.db``):
+
+    pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_subagents.py
+
+Needs: pip install ".[pydantic-ai,offline]"
 """
 
 from __future__ import annotations

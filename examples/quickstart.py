@@ -1,7 +1,12 @@
 """memory-adapters without a framework: the three kinds of memory on the embedded SQLite store.
 
-Runs offline, with no API key and no model: the "assistant" replies are canned. Run it twice
-to see memory persist between runs:
+Runs offline, with no API key and no model: the "assistant" replies are canned.
+
+    pip install . && python examples/quickstart.py
+
+Needs: pip install "."
+
+Run it twice to see memory persist between runs:
 
     python examples/quickstart.py                 # sqlite:///memory_adapters_demo.db (cwd)
     python examples/quickstart.py /tmp/demo.db    # a file path

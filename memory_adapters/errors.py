@@ -87,6 +87,11 @@ class UnknownScheme(MemoryAdaptersError, ValueError):
     """No installed store plugin serves a URL's scheme."""
 
 
+class InvalidURL(InvalidInput):
+    """A store URL whose scheme is served, written in a form its store does not take (for
+    example ``sqlite://memory.db``, two slashes); the message names the forms it takes."""
+
+
 class MissingExtra(MemoryAdaptersError, ImportError):
     """A plugin needs packages from an extra that is not installed."""
 
@@ -118,7 +123,15 @@ class NoScope(MemoryAdaptersError, LookupError):
 
 
 class StoreUnavailable(MemoryAdaptersError, ConnectionError):
-    """The store could not be reached. The operation did not happen; the next call retries."""
+    """The store could not be reached (or was closed). The operation did not happen; the next
+    call tries again. The message says what is wrong (no server at host:port, a database or
+    role that does not exist, a failed password) and what fixes it."""
+
+
+class StoreNotReady(StoreUnavailable):
+    """The store was reached but is not ready for memory-adapters: its tables are missing or
+    out of date and migrations are off, or the role may not create or use them. Retrying
+    does not help; the message says what to run or grant."""
 
 
 class ToolArgumentError(InvalidInput):

@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .errors import Unsupported
+from .errors import StoreUnavailable, Unsupported
 from .facts import Fact
 from .messages import AppendResult, Entry, Record, Summary
 
@@ -50,6 +50,15 @@ def prefix_upper_bound(prefix: str) -> str | None:
     if 0xD800 <= nxt <= 0xDFFF:  # surrogates are not characters: skip over them
         nxt = 0xE000
     return head[:-1] + chr(nxt)
+
+
+def store_closed(name: str) -> StoreUnavailable:
+    """The error every store raises when it is used after :meth:`Store.close` (``name``: the
+    store's class name)."""
+    return StoreUnavailable(
+        f"this {name} is closed (Memory.close(), or the end of a `with Memory(...)` block, "
+        "closes its store): open a new Memory to go on"
+    )
 
 
 class Store(ABC):
@@ -213,7 +222,9 @@ class Store(ABC):
         """Delete expired facts now; return how many. Reads filter them out regardless."""
 
     def close(self) -> None:  # noqa: B027 - optional, most stores have something to release
-        """Release connections. The store is not used afterwards."""
+        """Release connections. Afterwards every method raises
+        :class:`~memory_adapters.errors.StoreUnavailable` (:func:`store_closed`); closing
+        again does nothing."""
 
     # -- async twins -----------------------------------------------------------------------
 

@@ -71,6 +71,29 @@ def postgres_url() -> Iterator[str]:
         server.cleanup()
 
 
+@pytest.fixture(scope="session")
+def postgres_password_server() -> Iterator[Any]:
+    """A second temporary PostgreSQL server, started on first use, on which every TCP
+    connection must give a password (the superuser ``postgres``'s is its
+    ``password``): for the failed-password errors, which a trusting server never
+    gives. Like :func:`postgres_url`, it skips where no server can be started, unless
+    ``MEMORY_ADAPTERS_REQUIRE_POSTGRES=1``."""
+    from memory_adapters.testing.postgres_server import PostgresUnavailable, TemporaryPostgres
+
+    server = TemporaryPostgres({"fsync": "off"}, database="app", password="s3cret-for-tests")
+    try:
+        server.start()
+    except PostgresUnavailable as exc:
+        server.cleanup()
+        if os.environ.get(REQUIRE_POSTGRES) == "1":
+            pytest.fail(f"no PostgreSQL server could be started: {exc}")
+        pytest.skip(f"no PostgreSQL server could be started: {exc}")
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
 MIN_WINDOWS = "MEMORY_ADAPTERS_MIN_WINDOWS"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import re
 import subprocess
@@ -44,6 +46,76 @@ def test_readme_starts_with_the_two_commands() -> None:
 
 EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.py"))
 
+NEEDS = re.compile(r'^Needs: pip install "(?P<target>\.(?:\[[a-z0-9,-]+\])?)"$')
+"""The line of an example's docstring that says what it needs installed, from a checkout."""
+
+PIP_AND_RUN = re.compile(
+    r'pip install "?(?P<target>\.(?:\[[a-z0-9,-]+\])?)"? && python examples/(?P<example>\w+\.py)'
+)
+"""A command that installs and runs an example, wherever the docs give one."""
+
+
+def _docstring(example: str) -> str:
+    source = (ROOT / "examples" / example).read_text(encoding="utf-8")
+    return ast.get_docstring(ast.parse(source)) or ""
+
+
+def _needs(example: str) -> str:
+    found = [
+        m.group("target")
+        for line in _docstring(example).splitlines()
+        if (m := NEEDS.match(line.strip()))
+    ]
+    assert len(found) == 1, f'{example}: one docstring line `Needs: pip install "..."`, not {found}'
+    return found[0]
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_names_what_it_needs(example: str) -> None:
+    target = _needs(example)
+    text = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    commands = [
+        m.group("target") for m in PIP_AND_RUN.finditer(text) if m.group("example") == example
+    ]
+    assert commands == [target], (
+        f"examples/README.md must give `pip install ... && python examples/{example}`"
+    )
+
+
+def test_every_install_command_in_the_docs_matches_the_examples_needs() -> None:
+    texts = {
+        "README.md": (ROOT / "README.md").read_text(encoding="utf-8"),
+        "examples/README.md": (ROOT / "examples" / "README.md").read_text(encoding="utf-8"),
+    }
+    texts.update({f"examples/{e}": _docstring(e) for e in EXAMPLES})
+    checked = 0
+    for where, text in texts.items():
+        for m in PIP_AND_RUN.finditer(text):
+            assert m.group("example") in EXAMPLES, f"{where}: no examples/{m.group('example')}"
+            assert m.group("target") == _needs(m.group("example")), f"{where}: {m.group(0)}"
+            checked += 1
+    assert checked >= 2 * len(EXAMPLES)
+    readme = texts["README.md"]
+    assert 'pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_demo.py' in readme
+    assert "pip install . && python examples/quickstart.py" in readme
+    assert 'pip install ".[langchain,offline]" && python examples/langchain_quickstart.py' in readme
+
+
+def test_ci_runs_each_example_where_its_needs_line_says() -> None:
+    """``.ci/run_examples.py`` (run by ``.ci/run``) groups the examples by their ``Needs:`` lines:
+    one environment per distinct install, each example in the one it names."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / ".ci" / "run_examples.py"), "--plan"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    planned: dict[str, list[str]] = json.loads(result.stdout)
+    assert sorted(e for group in planned.values() for e in group) == EXAMPLES
+    for target, examples in planned.items():
+        assert all(_needs(e) == target for e in examples)
+
 
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_runs(example: str, tmp_path: Path) -> None:
@@ -65,6 +137,8 @@ def _doc_blocks() -> list[tuple[str, str]]:
     blocks = []
     for path in sorted((ROOT / "docs").glob("*.md")):
         if path.name == "hooks.md":  # generated signatures, not snippets
+            continue
+        if path.name == "troubleshooting.md":  # raise on purpose: test_troubleshooting.py
             continue
         text = path.read_text(encoding="utf-8")
         for match in re.finditer(r"```python\n(.*?)```", text, re.S):

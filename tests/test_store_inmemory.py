@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from memory_adapters_inmemory import InMemoryStore
 
-from memory_adapters import Memory
+from memory_adapters import Memory, StoreUnavailable
 from memory_adapters.testing import StoreConformance
 
 
@@ -19,4 +19,22 @@ def test_named_stores_are_shared_within_the_process() -> None:
     a = Memory("memory://shared-test")
     b = Memory("memory://shared-test")
     c = Memory("memory://")
-    assert a.store is b.store and a.store is not c.store
+    with a.session(user_id="u"), b.session(user_id="u"), c.session(user_id="u"):
+        a.facts.put("k", "from a")
+        got = b.facts.get("k")
+        assert got is not None and got.value == "from a"
+        assert c.facts.get("k") is None
+
+
+def test_closing_one_memory_of_a_named_store_leaves_the_others_open() -> None:
+    a = Memory("memory://closed-test")
+    b = Memory("memory://closed-test")
+    with a.session(user_id="u"):
+        a.facts.put("k", "v")
+    a.close()
+    with a.session(user_id="u"), pytest.raises(StoreUnavailable, match="is closed"):
+        a.facts.get("k")
+    with b.session(user_id="u"):
+        assert b.facts.get("k") is not None
+    with Memory("memory://closed-test") as again, again.session(user_id="u"):
+        assert again.facts.get("k") is not None  # the data lives as long as the process

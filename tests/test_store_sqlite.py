@@ -15,7 +15,7 @@ import pytest
 from memory_adapters_sqlite import SQLiteStore
 from memory_adapters_sqlite.store import scopes_sql
 
-from memory_adapters import Memory, Message, StoreUnavailable
+from memory_adapters import InvalidURL, Memory, Message, StoreUnavailable
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
 
@@ -63,6 +63,30 @@ def test_url_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         mem = Memory(url)
         assert isinstance(mem.store, SQLiteStore) and mem.store.path == ":memory:"
     assert (tmp_path / "rel.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        (
+            "sqlite://memory.db",
+            "sqlite://memory.db has two slashes, and SQLite URLs have no host: write "
+            "sqlite:///memory.db for a file relative to the current directory, or "
+            "sqlite:////absolute/path/memory.db for an absolute path",
+        ),
+        ("sqlite://db/m.db", "write sqlite:///db/m.db for a file relative"),
+        ("sqlite://:memory:", "write sqlite:///:memory: (or sqlite://) for a private in-memory"),
+    ],
+)
+def test_two_slashes_are_an_error_naming_the_right_forms(
+    url: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidURL) as caught:
+        Memory(url)
+    assert says in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+    assert list(tmp_path.iterdir()) == []  # no file was made
 
 
 def _plan(db: sqlite3.Connection, sql: str, params: dict[str, object]) -> str:

@@ -33,6 +33,9 @@ each read under many budgets, every window checked to be within budget, maximal 
 every model API (and, where pydantic-ai or LangChain is installed, exactly what that framework
 gives its model).
 
+:class:`StoreConformance` checks that a closed store raises
+:class:`~memory_adapters.errors.StoreUnavailable` from every method, sync and async.
+
 :class:`StoreConformance` also checks the optional ``Store.list_fact_scopes`` (exact
 prefixes, expiry, namespaces, limits); a store without it skips those tests, and cannot
 serve the LangGraph store's searches and namespace listings.
@@ -43,9 +46,47 @@ sync and async, on every store: each public method of ``Conversation``, ``Facts`
 out-of-range arguments and the exact error class each must raise (nothing stored may
 change), and the boundary calls every store must accept alike.
 
-Needs pytest and hypothesis (``pip install "memory-adapters[dev]"``).
+The suites need pytest and hypothesis (``pip install "memory-adapters[dev]"``); this package
+imports them only when a suite is first used (``from memory_adapters.testing import
+StoreConformance``). The runtime helpers meant for users' own examples and tests import
+without them: :mod:`memory_adapters.testing.langchain` (``ScriptedChatModel``, needs only the
+``langchain`` extra), :mod:`memory_adapters.testing.postgres_server` (``TemporaryPostgres``) and
+:mod:`memory_adapters.testing.hostile` (the hostile-argument table as data).
 """
 
-from .conformance import MultiProcessConformance, StoreConformance
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from memory_adapters.errors import MissingExtra
+
+if TYPE_CHECKING:
+    from .conformance import MultiProcessConformance, StoreConformance
 
 __all__ = ["MultiProcessConformance", "StoreConformance"]
+
+_LAZY = {"MultiProcessConformance": "conformance", "StoreConformance": "conformance"}
+
+_TEST_TOOLS = {"pytest", "_pytest", "hypothesis"}
+
+
+def _load(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        loaded = importlib.import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] in _TEST_TOOLS:
+            raise MissingExtra("dev", "pytest and hypothesis") from exc
+        raise
+    return getattr(loaded, name)
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above, and flag any other name
+    __getattr__ = _load
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -23,6 +23,7 @@ from memory_adapters import (
     Message,
     NoScope,
     Store,
+    StoreUnavailable,
     ToolCall,
     ToolResult,
     Unsupported,
@@ -30,7 +31,7 @@ from memory_adapters import (
     VersionConflict,
     hookimpl,
 )
-from memory_adapters.messages import Entry, Record
+from memory_adapters.messages import Entry, Record, Summary
 from memory_adapters.validation import MAX_ID_LENGTH, MAX_INT, MAX_VALUE_BYTES, describe
 
 from .hostile import (
@@ -1198,6 +1199,51 @@ class StoreConformance(WindowProperties):
                 memory.facts.put("own", key)
         with memory.session(user_id="mallory"):
             assert len(memory.facts.all()) == len(HOSTILE_KEYS) + len(HOSTILE_VALUES)
+
+    # -- closing -----------------------------------------------------------------------------------
+
+    def test_a_closed_store_raises_store_unavailable(self, store: Store, memory: Memory) -> None:
+        """After ``close()`` every method, sync and async, raises ``StoreUnavailable`` (a
+        store that quietly kept working would hide a use after close), through ``Memory`` as
+        well; closing again does nothing."""
+        with memory.session(user_id="alice", conversation_id="c"):
+            memory.conversation.append(turn("before"))
+            memory.facts.put("tea", "oolong")
+        memory.close()
+        calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+            ("append", ("c", _entries("after", 1)), {}),
+            ("tail", ("c",), {"max_tokens": 100}),
+            ("head_and_tail", ("c",), {"head": 1, "max_tokens": 100}),
+            ("read", ("c",), {}),
+            ("last_seq", ("c",), {}),
+            ("delete_conversation", ("c",), {}),
+            ("put_summary", ("c", Summary(1, 1, "s", 1, time.time())), {}),
+            ("latest_summary", ("c",), {}),
+            ("put_fact", ("ns", "sc", "k", '"v"'), {"text": "v"}),
+            ("get_fact", ("ns", "sc", "k"), {}),
+            ("list_facts", ("ns", "sc"), {}),
+            ("delete_fact", ("ns", "sc", "k"), {}),
+            ("search_facts", ("ns", "sc", ["v"]), {}),
+            ("list_fact_scopes", ("ns", ""), {}),
+            ("prune", (), {}),
+        ]
+        expected: tuple[type[Exception], ...] = (StoreUnavailable,)
+        for name, args, kwargs in calls:
+            if name == "list_fact_scopes":  # optional: a store without it says Unsupported
+                expected = (StoreUnavailable, Unsupported)
+            with pytest.raises(expected):
+                getattr(store, name)(*args, **kwargs)
+            with pytest.raises(expected):
+                asyncio.run(getattr(store, "a" + name)(*args, **kwargs))
+        with memory.session(user_id="alice", conversation_id="c"):
+            with pytest.raises(StoreUnavailable, match="is closed"):
+                memory.conversation.window(max_tokens=1000)
+            with pytest.raises(StoreUnavailable, match="is closed"):
+                memory.facts.get("tea")
+            with pytest.raises(StoreUnavailable, match="is closed"):
+                memory.working.set("k", 1)
+        store.close()
+        asyncio.run(store.aclose())
 
 
 class MultiProcessConformance:

@@ -57,12 +57,22 @@ class TemporaryPostgres:
     """Start a private PostgreSQL server; stop it and delete its files on exit.
 
     ``settings`` are extra ``-c name=value`` server settings (for example
-    ``{"fsync": "off"}`` for fast tests).
+    ``{"fsync": "off"}`` for fast tests). Connections over TCP are trusted, unless
+    ``password`` is given: then they must give a password (``scram-sha-256``), the superuser
+    ``postgres``'s is ``password``, and :attr:`url` holds it. (Connections through the
+    server's Unix socket in its directory are always trusted.)
     """
 
-    def __init__(self, settings: dict[str, str] | None = None, database: str = "memory") -> None:
+    def __init__(
+        self,
+        settings: dict[str, str] | None = None,
+        database: str = "memory",
+        *,
+        password: str | None = None,
+    ) -> None:
         self.settings = settings or {}
         self.database = database
+        self.password = password
         self.port = _free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="memory-adapters-pg-"))
         self.data = self.dir / "data"
@@ -72,8 +82,13 @@ class TemporaryPostgres:
 
     @property
     def url(self) -> str:
-        """A ``postgresql://`` URL of the server's database."""
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+        """A ``postgresql://`` URL of the server's database, as the superuser ``postgres``."""
+        return self.url_for(self.database)
+
+    def url_for(self, database: str) -> str:
+        """A ``postgresql://`` URL of ``database`` on the server, as the superuser."""
+        user = "postgres" if self.password is None else f"postgres:{self.password}"
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -92,6 +107,13 @@ class TemporaryPostgres:
                     ) from None
                 os.chown(self.dir, pw.pw_uid, pw.pw_gid)
                 self._user = {"user": pw.pw_uid, "group": pw.pw_gid, "cwd": str(self.dir)}
+            auth = ["--auth=trust"]
+            if self.password is not None:
+                pwfile = self.dir / "pwfile"
+                pwfile.write_text(self.password + "\n")
+                if self._user:
+                    os.chown(pwfile, self._user["user"], self._user["group"])
+                auth = ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]
             try:
                 self._run(
                     find_bin("initdb"),
@@ -99,7 +121,7 @@ class TemporaryPostgres:
                     str(self.data),
                     "-U",
                     "postgres",
-                    "--auth=trust",
+                    *auth,
                     "-E",
                     "UTF8",
                     "--locale=C",
@@ -137,9 +159,7 @@ class TemporaryPostgres:
         deadline = time.monotonic() + 30
         while True:
             try:
-                with psycopg.connect(
-                    f"postgresql://postgres@127.0.0.1:{self.port}/postgres", autocommit=True
-                ) as conn:
+                with psycopg.connect(self.url_for("postgres"), autocommit=True) as conn:
                     exists = conn.execute(
                         "SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)
                     ).fetchone()

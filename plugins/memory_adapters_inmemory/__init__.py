@@ -1,8 +1,8 @@
 """The in-memory store (``memory://``): fast, process-local, gone when the process ends.
 
-``memory://`` gives a fresh store; ``memory://name`` gives the store of that name, shared by
-every ``Memory`` in the process that opens the same name. Use it for tests and demos; use
-``sqlite://`` for anything that should survive a restart.
+``memory://`` gives a fresh store; ``memory://name`` gives the data of that name, shared by
+every ``Memory`` in the process that opens the same name (each closes only its own store).
+Use it for tests and demos; use ``sqlite://`` for anything that should survive a restart.
 
 It is also the smallest complete store: copy it to start a new one.
 """
@@ -21,13 +21,14 @@ _named: dict[str, InMemoryStore] = {}
 
 
 def open_store(url: str, **options: Any) -> InMemoryStore:
-    """Build (or find, for a named URL) the store for a ``memory://`` URL."""
+    """Build the store for a ``memory://`` URL: for a named URL, a store over the data of that
+    name (kept for the life of the process), closed independently of the others."""
     name = url.split("://", 1)[1].strip("/")
     if not name:
         return InMemoryStore(**options)
     if name not in _named:
         _named[name] = InMemoryStore(**options)
-    return _named[name]
+    return _named[name].share()
 
 
 @hookimpl(trylast=True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from memory_adapters.errors import AppendConflict, VersionConflict
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
-from memory_adapters.store import Store
+from memory_adapters.store import Store, store_closed
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -81,7 +81,12 @@ def _words(text: str) -> dict[str, int]:
 
 
 class InMemoryStore(Store):
-    """A process-local store. Thread-safe; not shared between processes."""
+    """A process-local store. Thread-safe; not shared between processes.
+
+    :meth:`share` gives another store over the same data, closed on its own (what each
+    ``Memory`` opening one ``memory://name`` gets). A closed store raises
+    :class:`~memory_adapters.errors.StoreUnavailable`, like every store.
+    """
 
     scheme = "memory"
     blocking = False
@@ -90,6 +95,24 @@ class InMemoryStore(Store):
         self._lock = threading.RLock()
         self._conversations: dict[str, _Conversation] = {}
         self._facts: dict[tuple[str, str], dict[str, _FactRow]] = {}
+        self._closed = False
+
+    def share(self) -> InMemoryStore:
+        """Another store over this one's data, closed independently of it."""
+        other = InMemoryStore()
+        other._lock, other._conversations, other._facts = (
+            self._lock,
+            self._conversations,
+            self._facts,
+        )
+        return other
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise store_closed(type(self).__name__)
+
+    def close(self) -> None:
+        self._closed = True
 
     # -- conversation log ----------------------------------------------------------------------
 
@@ -102,6 +125,7 @@ class InMemoryStore(Store):
         expected_last_seq: int | None = None,
         idempotency_key: str | None = None,
     ) -> AppendResult:
+        self._check_open()
         with self._lock:
             conv = self._conversations.setdefault(conversation, _Conversation())
             if idempotency_key is not None and idempotency_key in conv.batches:
@@ -126,6 +150,7 @@ class InMemoryStore(Store):
     def tail(
         self, conversation: str, *, max_tokens: int | None = None, max_messages: int | None = None
     ) -> list[Record]:
+        self._check_open()
         with self._lock:
             conv = self._conversations.get(conversation)
             if conv is None:
@@ -146,6 +171,7 @@ class InMemoryStore(Store):
         end_seq: int | None = None,
         limit: int | None = None,
     ) -> list[Record]:
+        self._check_open()
         with self._lock:
             conv = self._conversations.get(conversation)
             if conv is None:
@@ -158,21 +184,25 @@ class InMemoryStore(Store):
         return [r.record() for r in rows]
 
     def last_seq(self, conversation: str) -> int:
+        self._check_open()
         with self._lock:
             conv = self._conversations.get(conversation)
             return 0 if conv is None else len(conv.rows)
 
     def delete_conversation(self, conversation: str) -> int:
+        self._check_open()
         with self._lock:
             conv = self._conversations.pop(conversation, None)
             return 0 if conv is None else len(conv.rows)
 
     def put_summary(self, conversation: str, summary: Summary) -> None:
+        self._check_open()
         with self._lock:
             conv = self._conversations.setdefault(conversation, _Conversation())
             conv.summaries.append(summary)
 
     def latest_summary(self, conversation: str) -> Summary | None:
+        self._check_open()
         with self._lock:
             conv = self._conversations.get(conversation)
             if conv is None or not conv.summaries:
@@ -193,6 +223,7 @@ class InMemoryStore(Store):
         expires_at: float | None = None,
         expected_version: int | None = None,
     ) -> Fact:
+        self._check_open()
         now = time.time()
         with self._lock:
             facts = self._facts.setdefault((namespace, scope), {})
@@ -215,12 +246,14 @@ class InMemoryStore(Store):
             return new.fact(key)
 
     def get_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
+        self._check_open()
         now = time.time()
         with self._lock:
             row = self._facts.get((namespace, scope), {}).get(key)
             return row.fact(key) if row is not None and row.live(now) else None
 
     def list_facts(self, namespace: str, scope: str, *, limit: int | None = None) -> list[Fact]:
+        self._check_open()
         now = time.time()
         with self._lock:
             rows = sorted(self._facts.get((namespace, scope), {}).items())
@@ -230,6 +263,7 @@ class InMemoryStore(Store):
     def delete_fact(
         self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
     ) -> bool:
+        self._check_open()
         now = time.time()
         with self._lock:
             facts = self._facts.get((namespace, scope), {})
@@ -247,6 +281,7 @@ class InMemoryStore(Store):
     def search_facts(
         self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
     ) -> list[Fact]:
+        self._check_open()
         now = time.time()
         with self._lock:
             scored = []
@@ -262,6 +297,7 @@ class InMemoryStore(Store):
     def list_fact_scopes(
         self, namespace: str, prefix: str, *, limit: int | None = None
     ) -> list[str]:
+        self._check_open()
         now = time.time()
         with self._lock:
             found = sorted(
@@ -274,6 +310,7 @@ class InMemoryStore(Store):
         return found if limit is None else found[:limit]
 
     def prune(self) -> int:
+        self._check_open()
         now = time.time()
         removed = 0
         with self._lock:

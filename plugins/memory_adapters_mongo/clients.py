@@ -29,6 +29,7 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from memory_adapters.errors import InvalidInput, MissingExtra, StoreUnavailable
+from memory_adapters.store import store_closed
 
 from .ops import Handles
 
@@ -241,7 +242,7 @@ class Clients:
     def sync(self) -> Handles:
         """The sync handles, opening a sync client first if the store only had an async one."""
         if self._closed:
-            raise StoreUnavailable("this MongoStore is closed")
+            raise store_closed("MongoStore")
         if self._sync is not None:
             return self._sync
         with self._lock:
@@ -260,7 +261,7 @@ class Clients:
     async def async_handles(self) -> Handles | None:
         """The async handles for the running loop, or ``None``: run the sync path in a thread."""
         if self._closed:
-            raise StoreUnavailable("this MongoStore is closed")
+            raise store_closed("MongoStore")
         loop = asyncio.get_running_loop()
         if self._new_async is not None:
             entry = self._loops.get(loop)

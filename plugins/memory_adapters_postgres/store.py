@@ -19,6 +19,13 @@
 * A lost connection raises :class:`~memory_adapters.errors.StoreUnavailable`. An operation
   that fails before it commits is retried once on a fresh connection, so the first call after
   the server comes back works.
+* Opening a store from a URL makes one direct connection before the pool's, so that a wrong
+  URL fails at once with what is wrong and what fixes it (:mod:`.diagnose`: a database or role
+  that does not exist, a failed password, no server at host:port) rather than with the pool's
+  timeout. Then the schema is migrated (``migrate=True``) or checked, and the role's
+  privileges on its tables too: a schema without this version's tables, or a role that may
+  not use them, raises :class:`~memory_adapters.errors.StoreNotReady` saying what to run or
+  grant, at open and on any later call.
 
 Values never reach PostgreSQL raw: messages and facts are stored as the JSON text the core
 produced, in which a NUL character is the escape ``\\u0000``, so PostgreSQL's refusal of NUL
@@ -33,11 +40,17 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
+from memory_adapters.errors import (
+    AppendConflict,
+    StoreNotReady,
+    StoreUnavailable,
+    VersionConflict,
+)
 from memory_adapters.facts import Fact, bound_search_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
-from memory_adapters.store import Store, prefix_upper_bound
+from memory_adapters.store import Store, prefix_upper_bound, store_closed
 
+from .diagnose import connect_error, grants, ident, not_migrated, safe_url, schema_error
 from .schema import MIGRATIONS, SCHEMA_VERSION, check_schema_name
 
 if TYPE_CHECKING:
@@ -108,9 +121,18 @@ class PostgresStore(Store):
         self.schema = check_schema_name(schema)
         self._s = sql.Identifier(self.schema).as_string(None)
         self._own_pool = pool is None
+        self._closed = False
+        self._url = "URL" if url is None else safe_url(url)
+        self._role = self._database = "?"  # known once connected
         if pool is None:
             if url is None:
                 raise ValueError("PostgresStore needs a url or a pool")
+            try:
+                psycopg.connect(
+                    _libpq_url(url), autocommit=True, connect_timeout=connect_timeout
+                ).close()
+            except psycopg.OperationalError as exc:
+                raise connect_error(exc, url, connect_timeout) from exc
             pool = ConnectionPool(
                 _libpq_url(url),
                 min_size=min_size,
@@ -125,13 +147,20 @@ class PostgresStore(Store):
             except Exception as exc:
                 pool.close()
                 raise StoreUnavailable(
-                    f"cannot connect to PostgreSQL at {_safe(url)}: {exc}"
+                    f"cannot connect to PostgreSQL at {safe_url(url)}: {exc}"
                 ) from exc
         self.pool: ConnectionPool[Any] = pool
         self.async_pool = async_pool
         self._sql: dict[str, str] = {}
-        if migrate:
-            self.migrate()
+        try:
+            if migrate:
+                self.migrate()
+            else:
+                self.check()
+        except BaseException:
+            if self._own_pool:
+                pool.close()
+            raise
 
     @classmethod
     def from_pool(
@@ -155,26 +184,84 @@ class PostgresStore(Store):
     # -- schema -------------------------------------------------------------------------------
 
     def migrate(self) -> int:
-        """Create or upgrade the schema; safe when several processes start at once."""
-        with self._errors(), self.pool.connection() as conn, conn.transaction():
+        """Create or upgrade the schema, then :meth:`check` it; safe when several processes
+        start at once. A schema already at this version is only read (no DDL), so a role
+        without the right to create it can open a store an owner migrated."""
+        with self._errors(migrating=True), self.pool.connection() as conn, conn.transaction():
             conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtext(%s))", ("memory_adapters:" + self.schema,)
             )
-            conn.execute(self.q("CREATE SCHEMA IF NOT EXISTS {s}"))
-            conn.execute(
-                self.q("CREATE TABLE IF NOT EXISTS {s}.schema_version (version integer NOT NULL)")
+            current = self._schema_version(conn) or 0
+            if current < SCHEMA_VERSION:
+                conn.execute(self.q("CREATE SCHEMA IF NOT EXISTS {s}"))
+                conn.execute(
+                    self.q(
+                        "CREATE TABLE IF NOT EXISTS {s}.schema_version (version integer NOT NULL)"
+                    )
+                )
+                for version in range(current + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[version - 1]:
+                        conn.execute(self.q(statement))
+                    conn.execute(self.q("INSERT INTO {s}.schema_version VALUES (%s)"), (version,))
+        return self.check()
+
+    def check(self) -> int:
+        """Raise :class:`~memory_adapters.errors.StoreNotReady` unless the schema holds this
+        version's tables and the role may use them (what ``migrate=False`` runs at open);
+        return the schema version."""
+        with self._errors(), self.pool.connection() as conn:
+            version = self._schema_version(conn)
+            if version is None or version < SCHEMA_VERSION:
+                raise not_migrated(self.schema, self._database, self._url, version)
+            row = conn.execute(
+                "SELECT ARRAY(SELECT c.relname::text FROM pg_catalog.pg_class c "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') "
+                "AND c.relname <> 'schema_version' AND NOT ("
+                "has_table_privilege(c.oid, 'SELECT') AND has_table_privilege(c.oid, 'INSERT') "
+                "AND has_table_privilege(c.oid, 'UPDATE') "
+                "AND has_table_privilege(c.oid, 'DELETE')) ORDER BY 1)",
+                (self.schema,),
+            ).fetchone()
+        denied: list[str] = row[0] if row else []
+        if denied:
+            tables = ", ".join(f"{ident(self.schema)}.{ident(t)}" for t in denied)
+            raise StoreNotReady(
+                f'role "{self._role}" may not read and write the tables {tables}: grant it '
+                f"({grants(self.schema, self._role)})"
             )
-            row = conn.execute(self.q("SELECT max(version) FROM {s}.schema_version")).fetchone()
-            current = row[0] if row and row[0] is not None else 0
-            for version in range(current + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[version - 1]:
-                    conn.execute(self.q(statement))
-                conn.execute(self.q("INSERT INTO {s}.schema_version VALUES (%s)"), (version,))
-        return SCHEMA_VERSION
+        return version
+
+    def _schema_version(self, conn: Any) -> int | None:
+        """The schema's version, ``None`` without a ``schema_version`` table; records the
+        role and database for messages."""
+        row = conn.execute(
+            "SELECT current_user, current_database(), EXISTS (SELECT 1 FROM "
+            "pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = 'schema_version')",
+            (self.schema,),
+        ).fetchone()
+        self._role, self._database = str(row[0]), str(row[1])
+        if not row[2]:
+            return None
+        got = conn.execute(self.q("SELECT max(version) FROM {s}.schema_version")).fetchone()
+        return int(got[0]) if got and got[0] is not None else 0
 
     # -- drivers ------------------------------------------------------------------------------
 
-    def _errors(self) -> Any:
+    def _not_ready(self, exc: BaseException, *, migrating: bool = False) -> StoreNotReady | None:
+        """:class:`StoreNotReady` for a statement that failed because the schema is missing or
+        the role may not use it, else ``None``."""
+        return schema_error(
+            exc,
+            schema=self.schema,
+            role=self._role,
+            database=self._database,
+            url=self._url,
+            migrating=migrating,
+        )
+
+    def _errors(self, *, migrating: bool = False) -> Any:
         store = self
 
         class _Map:
@@ -184,10 +271,16 @@ class PostgresStore(Store):
             def __exit__(self, et: Any, e: BaseException | None, tb: Any) -> None:
                 if isinstance(e, store._psycopg.OperationalError):
                     raise StoreUnavailable(f"PostgreSQL: {e}") from e
+                if isinstance(e, store._psycopg.Error):
+                    mapped = store._not_ready(e, migrating=migrating)
+                    if mapped is not None:
+                        raise mapped from e
 
         return _Map()
 
     def _run(self, make: Callable[[], Op[T]]) -> T:
+        if self._closed:
+            raise store_closed(type(self).__name__)
         psycopg = self._psycopg
         for attempt in (0, 1):
             done = False
@@ -213,6 +306,11 @@ class PostgresStore(Store):
                     self.pool.check()
                     continue
                 raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
+            except psycopg.Error as exc:
+                mapped = self._not_ready(exc)
+                if mapped is not None:
+                    raise mapped from exc
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _execute(self, conn: Any, step: Q, op: Op[Any]) -> Any:
@@ -235,6 +333,8 @@ class PostgresStore(Store):
         return None
 
     async def _arun(self, make: Callable[[], Op[T]]) -> T:
+        if self._closed:
+            raise store_closed(type(self).__name__)
         pool = self.async_pool
         assert pool is not None
         psycopg = self._psycopg
@@ -275,6 +375,11 @@ class PostgresStore(Store):
                     await pool.check()
                     continue
                 raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
+            except psycopg.Error as exc:
+                mapped = self._not_ready(exc)
+                if mapped is not None:
+                    raise mapped from exc
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _offload(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
@@ -708,6 +813,8 @@ class PostgresStore(Store):
         return self._run(self._prune)
 
     def close(self) -> None:
+        """Close the store (and its pool, unless the application gave it one)."""
+        self._closed = True
         if self._own_pool:
             self.pool.close()
 
@@ -716,13 +823,3 @@ def _libpq_url(url: str) -> str:
     """psycopg takes ``postgresql://`` and ``postgres://``; drop a SQLAlchemy-style driver."""
     scheme, rest = url.split("://", 1)
     return "postgresql://" + rest if scheme.startswith("postgres") else url
-
-
-def _safe(url: str) -> str:
-    """``url`` without its password, for error messages."""
-    scheme, rest = url.split("://", 1)
-    if "@" in rest:
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}@{host}"
-    return url

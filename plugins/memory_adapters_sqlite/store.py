@@ -31,7 +31,7 @@ from typing import Any
 from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
-from memory_adapters.store import Store, prefix_upper_bound
+from memory_adapters.store import Store, prefix_upper_bound, store_closed
 
 SCHEMA_VERSION = 1
 
@@ -157,7 +157,7 @@ class SQLiteStore(Store):
 
     def _connect(self) -> sqlite3.Connection:
         if self._closed:
-            raise StoreUnavailable("this SQLiteStore is closed")
+            raise store_closed(type(self).__name__)
         deadline = time.monotonic() + self.timeout
         while True:
             try:
@@ -227,7 +227,7 @@ class SQLiteStore(Store):
             raise StoreUnavailable(f"SQLite database {self.path!r}: {exc}") from exc
         except sqlite3.ProgrammingError as exc:
             if self._closed:
-                raise StoreUnavailable("this SQLiteStore is closed") from exc
+                raise store_closed(type(self).__name__) from exc
             raise
 
     @contextmanager

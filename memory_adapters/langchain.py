@@ -20,6 +20,8 @@ raises :class:`~memory_adapters.errors.MissingExtra` naming the ``pip install`` 
     a ``BaseChatMessageHistory`` for ``RunnableWithMessageHistory``;
 ``to_messages`` / ``from_messages``
     the mapping between LangChain messages and the neutral form;
+``ModelCannotCallTools``
+    raised when the middleware gives its tools to a chat model without ``bind_tools``;
 ``LangChainAdapter``
     the adapter ``memory.wrap()`` uses (registered by the plugin; rarely needed directly).
 """
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         MemoryGraph,
         MemoryMiddleware,
         MemoryStore,
+        ModelCannotCallTools,
         from_messages,
         memory_tools,
         to_messages,
@@ -48,6 +51,7 @@ __all__ = [
     "MemoryGraph",
     "MemoryMiddleware",
     "MemoryStore",
+    "ModelCannotCallTools",
     "from_messages",
     "memory_tools",
     "to_messages",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,3 +118,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if wanted and total < int(wanted) and exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         print(f"\nonly {total} windows were checked; {MIN_WINDOWS} asks for {wanted}")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Any]]:
+    """A store several processes can share, fresh for the test: its URL and store options
+    (a temporary SQLite file, or a new schema of the session's PostgreSQL server)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}", {}
+        return
+    url: str = request.getfixturevalue("postgres_url")
+    options = {"schema": "t_" + uuid.uuid4().hex[:12]}
+    try:
+        yield url, options
+    finally:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{options["schema"]}" CASCADE')

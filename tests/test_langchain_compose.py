@@ -14,7 +14,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -223,29 +222,12 @@ RESUME = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """A store two processes share: its URL and store options."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'shared.db'}", {}
-        return
-    url: str = request.getfixturevalue("postgres_url")
-    options = {"schema": "t_" + uuid.uuid4().hex[:12]}
-    try:
-        yield url, options
-    finally:
-        import psycopg
-
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{options["schema"]}" CASCADE')
-
-
 @pytest.mark.processes
 @pytest.mark.parametrize("surface", APPROVAL_SURFACES)
 def test_an_approval_given_in_another_process_completes_the_run_stored_once(
-    shared: tuple[str, dict[str, Any]], surface: str, tmp_path: Path
+    shared_store: tuple[str, dict[str, Any]], surface: str, tmp_path: Path
 ) -> None:
-    url, options = shared
+    url, options = shared_store
     checkpoints = str(tmp_path / "checkpoints.db")
     config = {"configurable": {"thread_id": "approval"}}
     memory = Memory(url, store_options=options)

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -228,29 +227,12 @@ NEXT = textwrap.dedent(
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """A store two processes share: its URL and store options."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'shared.db'}", {}
-        return
-    url: str = request.getfixturevalue("postgres_url")
-    options = {"schema": "t_" + uuid.uuid4().hex[:12]}
-    try:
-        yield url, options
-    finally:
-        import psycopg
-
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{options["schema"]}" CASCADE')
-
-
 @pytest.mark.processes
 @pytest.mark.parametrize("surface", ["middleware", "wrap"])
 def test_the_next_run_in_another_process_is_shown_the_structured_turn(
-    shared: tuple[str, dict[str, Any]], surface: str
+    shared_store: tuple[str, dict[str, Any]], surface: str
 ) -> None:
-    url, options = shared
+    url, options = shared_store
     kind = "union"
     memory = Memory(url, store_options=options)
     try:

@@ -247,3 +247,36 @@ def test_two_same_name_sub_agents_at_once_never_see_each_others_notes(
     merged = notes(memory)
     assert merged["finding"] in ("alpha", "beta")  # both merged, one won
     assert merged["draft alpha"] is True and merged["draft beta"] is True
+
+
+def test_parallel_tool_results_are_stored_in_call_order(memory: Memory, surface: Surface) -> None:
+    """Parallel calls finish in any order; the log keeps them in the order of the calls, so
+    that every reader (and every replay) sees one history."""
+    second_done = threading.Event()
+
+    @tool
+    def slow(q: str) -> str:
+        """Finishes last."""
+        assert second_done.wait(10)
+        return "slow"
+
+    @tool
+    def fast(q: str) -> str:
+        """Finishes first."""
+        second_done.set()
+        return "fast"
+
+    both = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "slow", "args": {"q": "a"}, "id": "c-slow"},
+            {"name": "fast", "args": {"q": "b"}, "id": "c-fast"},
+        ],
+    )
+    agent = surface(memory, ScriptedChatModel([both, "done"]), [slow, fast])
+    agent.invoke(
+        {"messages": [("user", "go")]},
+        {"configurable": {"thread_id": "order"}, "max_concurrency": 2},
+    )
+    results = [t.id for m in stored(memory, "order") for t in m.tool_results]
+    assert results == ["c-slow", "c-fast"]

@@ -37,7 +37,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-from langchain_core.messages import BaseMessage, convert_to_messages
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, convert_to_messages
 from langchain_core.runnables import Runnable, RunnableConfig, ensure_config
 from langgraph.pregel import Pregel
 from langgraph.types import Command, GraphOutput
@@ -238,7 +238,7 @@ class MemoryGraph(Runnable[Any, Any]):
         turn.add(turn.input)  # an input the graph did not echo is the run's all the same
         ordered = {m.id: m for m in turn.input if m.id is not None}
         ordered.update(turn.messages)
-        return list(ordered.values())
+        return _in_call_order(list(ordered.values()))
 
     def _passthrough(self, input: Any) -> bool:
         """Whether the run goes to the graph as it is: the graph has the middleware."""
@@ -388,6 +388,30 @@ class MemoryGraph(Runnable[Any, Any]):
 
 
 _HIDDEN = object()
+
+
+def _in_call_order(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """``messages`` with the results of each step's parallel tool calls in the order of the
+    calls (a graph's updates come in the order the tools finished), as the middleware stores
+    them."""
+    out = list(messages)
+    i = 0
+    while i < len(out):
+        m = out[i]
+        j = i + 1
+        while j < len(out) and isinstance(out[j], ToolMessage):
+            j += 1
+        if isinstance(m, AIMessage) and m.tool_calls and j - i > 2:
+            order = {c.get("id"): k for k, c in enumerate(m.tool_calls)}
+            ranked = sorted(
+                (order.get(r.tool_call_id, len(order)), n, r)
+                for n, r in enumerate(out[i + 1 : j])
+                if isinstance(r, ToolMessage)
+            )
+            out[i + 1 : j] = [r for _, _, r in ranked]
+        i = j
+    return out
+
 
 _INTERRUPT = "__interrupt__"
 

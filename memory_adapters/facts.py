@@ -3,6 +3,12 @@
 A fact is (namespace, scope, key) → a JSON value, with a version (compare-and-swap),
 importance, optional expiry, and created/updated times. :class:`Facts` is the handle bound
 to one scope; the application decides the scope, the model never does.
+
+Facts are found three ways (:meth:`Facts.search`): by their words (``"keyword"``: the
+store's full-text engine, English stop words dropped from the query), by meaning
+(``"semantic"``: cosine similarity of embeddings, :mod:`.embedders`), or both
+(``"hybrid"``, the default where an embedder is configured: reciprocal rank fusion of the
+two rankings).
 """
 
 from __future__ import annotations
@@ -10,11 +16,20 @@ from __future__ import annotations
 import json
 import re
 import time
+import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .errors import InvalidInput, InvalidTTL
-from .steps import Plan, StoreCall, drive_async, drive_sync
+from .embedders import EMBED_BATCH, WHOLE, Embedding, check_vectors
+from .errors import (
+    EmbedderFailed,
+    EmbeddingWarning,
+    InvalidInput,
+    InvalidTTL,
+    NoEmbedder,
+    Unsupported,
+)
+from .steps import EmbedCall, Plan, StoreCall, drive_async, drive_sync
 from .validation import (
     MAX_VALUE_BYTES,
     check_expires_at,
@@ -29,8 +44,10 @@ from .validation import (
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from .embedders import Embedder
     from .memory import Memory
     from .scope import Scope
+    from .store import Store
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -48,6 +65,28 @@ in UTF-8 bytes (128 KiB); text beyond it is stored but not searchable, on every 
 It keeps the index entry of any value within ``MAX_VALUE_BYTES`` inside every backend's
 limits: PostgreSQL's ``tsvector`` holds at most 1 MiB, and can take up to five times the
 bytes of the text it indexes."""
+
+
+SearchMode = Literal["keyword", "semantic", "hybrid"]
+SEARCH_MODES: tuple[str, ...] = ("keyword", "semantic", "hybrid")
+
+RRF_K = 60
+"""The constant of reciprocal rank fusion: a fact at rank ``r`` (from 1) of a ranking adds
+``1 / (RRF_K + r)`` to its hybrid score (Cormack et al., 2009, and most search engines)."""
+
+_STOP_WORDS = """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+"""
+STOP_WORDS = frozenset(_STOP_WORDS.split())
+"""English words a keyword search ignores (the Snowball list PostgreSQL's ``english``
+configuration uses, less contractions): in "what is my favourite tea" only "favourite" and
+"tea" say anything. Dropped from queries, so every store ranks alike."""
 
 
 @dataclass(slots=True)
@@ -89,13 +128,13 @@ class Fact:
 
 
 def search_terms(query: str) -> list[str]:
-    """The lower-case words of a search query (punctuation and operators dropped), at most
-    :data:`MAX_QUERY_TERMS` of them, each at most :data:`MAX_TERM_LENGTH` characters long
-    (longer ones are dropped)."""
+    """The lower-case words of a search query (punctuation, operators and
+    :data:`STOP_WORDS` dropped), at most :data:`MAX_QUERY_TERMS` of them, each at most
+    :data:`MAX_TERM_LENGTH` characters long (longer ones are dropped)."""
     seen: dict[str, None] = {}
     for match in _WORD.finditer(query.lower()):
         word = match.group()
-        if len(word) <= MAX_TERM_LENGTH:
+        if len(word) <= MAX_TERM_LENGTH and word not in STOP_WORDS:
             seen.setdefault(word, None)
             if len(seen) == MAX_QUERY_TERMS:
                 break
@@ -137,6 +176,74 @@ def search_text(key: str, value: Any) -> str:
     return bound_search_text("\n".join(parts).replace("\x00", " "))
 
 
+def supports_vectors(store: Store) -> bool:
+    """Whether ``store`` implements the optional vector methods of the store contract."""
+    from .store import Store
+
+    return type(store).search_fact_vectors is not Store.search_fact_vectors
+
+
+def embed_plan(
+    memory: Memory, texts: list[str], input_type: str
+) -> Plan[list[list[float]] | EmbedderFailed]:
+    """Vectors for ``texts`` from ``memory.embedder`` (an ``embed`` hook may answer instead),
+    in batches of :data:`~.embedders.EMBED_BATCH`: unit vectors, one per text, all of the same
+    dimensions; or the :class:`~.errors.EmbedderFailed` saying why not (returned, not raised:
+    the caller decides whether a failure is fatal)."""
+    embedder: Embedder | None = memory.embedder
+    if embedder is None:  # pragma: no cover - callers check first
+        return EmbedderFailed("no embedder is configured")
+    out: list[list[float]] = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        batch = texts[start : start + EMBED_BATCH]
+        result: Any = None
+        step = memory.hooks.embed(batch, embedder.name, input_type)
+        if step is not None:
+            result = yield step
+        if result is None:
+            result = yield EmbedCall(embedder, batch, input_type)
+        if isinstance(result, Exception):
+            failed = EmbedderFailed(
+                f"embedder {embedder.name!r} raised {type(result).__name__}: {result}"
+            )
+            failed.__cause__ = result
+            return failed
+        try:
+            vectors = check_vectors(result, len(batch), embedder.name)
+        except InvalidInput as exc:
+            return EmbedderFailed(str(exc))
+        if out and vectors and len(vectors[0]) != len(out[0]):
+            return EmbedderFailed(
+                f"embedder {embedder.name!r} returned vectors of {len(vectors[0])} and "
+                f"{len(out[0])} dimensions"
+            )
+        out.extend(vectors)
+    return out
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, EmbeddingWarning, stacklevel=6)
+
+
+def fuse(rankings: list[list[Fact]], limit: int) -> list[Fact]:
+    """Reciprocal rank fusion of several rankings of facts (each best first): a fact's score
+    is the sum over the rankings it is in of ``1 / (RRF_K + rank)``; ties go to the more
+    important, then the newer fact, then key order. At most ``limit`` facts."""
+    scores: dict[str, float] = {}
+    found: dict[str, Fact] = {}
+    for ranking in rankings:
+        for rank, fact in enumerate(ranking, start=1):
+            scores[fact.key] = scores.get(fact.key, 0.0) + 1.0 / (RRF_K + rank)
+            found.setdefault(fact.key, fact)
+    order = sorted(found, key=lambda k: (-scores[k], -found[k].importance, -found[k].updated_at, k))
+    out = []
+    for key in order[:limit]:
+        fact = found[key]
+        fact.score = scores[key]
+        out.append(fact)
+    return out
+
+
 class Facts:
     """The long-term facts of one scope (by default, the user in the current session)."""
 
@@ -170,16 +277,24 @@ class Facts:
             raise InvalidTTL("give ttl or expires_at, not both")
         expires = now + ttl if ttl is not None else check_expires_at(expires_at, now)
         check_optional_int(expected_version, "expected_version")
-        fact: Fact = yield StoreCall(
-            "put_fact",
-            (self.namespace, self._owner, key, data),
-            {
-                "text": search_text(key, value),
-                "importance": importance,
-                "expires_at": expires,
-                "expected_version": expected_version,
-            },
-        )
+        text = search_text(key, value)
+        embedding = None
+        embedder = self._memory.embedder
+        if embedder is not None and supports_vectors(self._memory.store):
+            vectors = yield from embed_plan(self._memory, [text], "document")
+            if isinstance(vectors, EmbedderFailed):
+                _warn(f"{vectors}; fact {key!r} is stored and will be embedded when searched")
+            else:
+                embedding = Embedding(embedder.name, len(vectors[0]), {WHOLE: vectors[0]})
+        options: dict[str, Any] = {
+            "text": text,
+            "importance": importance,
+            "expires_at": expires,
+            "expected_version": expected_version,
+        }
+        if embedding is not None:  # a store without vectors never sees the argument
+            options["embedding"] = embedding
+        fact: Fact = yield StoreCall("put_fact", (self.namespace, self._owner, key, data), options)
         step = self._memory.hooks.fact_stored(self.scope, fact)
         if step is not None:
             yield step
@@ -200,20 +315,100 @@ class Facts:
         )
         return facts
 
-    def _search(self, query: str, limit: int) -> Plan[list[Fact]]:
+    def _search(self, query: str, limit: int, mode: str | None = None) -> Plan[list[Fact]]:
         if not isinstance(query, str):
             raise InvalidInput(f"query must be a str, not {type(query).__name__}")
         check_positive_int(limit, "limit")
+        memory = self._memory
+        if mode is None:
+            mode = "hybrid" if memory.embedder is not None else "keyword"
+        elif mode not in SEARCH_MODES:
+            raise InvalidInput(f"mode must be one of {SEARCH_MODES}, not {mode!r}")
+        if mode != "keyword":
+            if memory.embedder is None:
+                raise NoEmbedder(
+                    f"a {mode} search needs an embedder: give Memory(url, embed=...), or "
+                    'pip install "memory-adapters[embeddings]" for the offline default'
+                )
+            if not supports_vectors(memory.store):
+                if mode == "semantic":
+                    raise Unsupported(f"{type(memory.store).__name__} cannot search by meaning")
+                _warn(f"{type(memory.store).__name__} cannot search by meaning: keywords only")
+                mode = "keyword"
+        pool = limit if mode != "hybrid" else max(2 * limit, 10)
+        rankings: list[list[Fact]] = []
         terms = search_terms(query)
-        results: list[Fact] = []
-        if terms:
-            results = yield StoreCall(
-                "search_facts", (self.namespace, self._owner, terms), {"limit": limit}
+        if mode != "semantic" and terms:
+            rankings.append(
+                (
+                    yield StoreCall(
+                        "search_facts", (self.namespace, self._owner, terms), {"limit": pool}
+                    )
+                )
             )
-        step = self._memory.hooks.facts_searched(self.scope, query, results)
+        if mode != "keyword" and query.strip():
+            found = yield from self._semantic(query, pool, strict=mode == "semantic")
+            if found is not None:
+                rankings.append(found)
+        if mode == "hybrid":
+            results = fuse(rankings, limit)
+        else:
+            results = rankings[0][:limit] if rankings else []
+        step = memory.hooks.facts_searched(self.scope, query, results)
         if step is not None:
             yield step
         return results
+
+    def _semantic(self, query: str, limit: int, strict: bool) -> Plan[list[Fact] | None]:
+        """The scope's facts nearest ``query`` by meaning, after embedding those that have no
+        vectors of the current embedder; ``None`` (with a warning) when the embedder failed and
+        ``strict`` is false."""
+        embedder = self._memory.embedder
+        assert embedder is not None
+        failed = yield from self._embed_missing(embedder.name)
+        if failed is None:
+            vectors = yield from embed_plan(self._memory, [query], "query")
+            if not isinstance(vectors, EmbedderFailed):
+                found: list[Fact] = yield StoreCall(
+                    "search_fact_vectors",
+                    (self.namespace, self._owner, vectors[0]),
+                    {"model": embedder.name, "limit": limit},
+                )
+                return found
+            failed = vectors
+        if strict:
+            raise failed
+        _warn(f"{failed}; the search used keywords only")
+        return None
+
+    def _embed_missing(self, model: str) -> Plan[EmbedderFailed | None]:
+        """Embed the scope's facts that have no vectors of ``model`` (written before it was
+        configured, or by another model), a batch at a time, each once."""
+        while True:
+            stale: list[Fact] = yield StoreCall(
+                "facts_to_embed", (self.namespace, self._owner, model), {"limit": EMBED_BATCH}
+            )
+            if not stale:
+                return None
+            texts = [search_text(f.key, f.value) for f in stale]
+            vectors = yield from embed_plan(self._memory, texts, "document")
+            if isinstance(vectors, EmbedderFailed):
+                return vectors
+            dims = len(vectors[0])
+            for fact, vector in zip(stale, vectors, strict=True):
+                # False when the fact was written since: its writer embedded it
+                yield StoreCall(
+                    "set_fact_embedding",
+                    (
+                        self.namespace,
+                        self._owner,
+                        fact.key,
+                        fact.version,
+                        Embedding(model, dims, {WHOLE: vector}),
+                    ),
+                )
+            if len(stale) < EMBED_BATCH:
+                return None
 
     def _forget(self, key: str, expected_version: int | None) -> Plan[bool]:
         check_id(key, "key")
@@ -260,15 +455,23 @@ class Facts:
         from 1 to ``MAX_INT``)."""
         return self._run(self._list(limit))
 
-    def search(self, query: str, limit: int = 5) -> list[Fact]:
-        """Facts matching the words of ``query``, most relevant first; at most ``limit`` (an
-        int from 1 to ``MAX_INT``).
+    def search(self, query: str, limit: int = 5, *, mode: SearchMode | None = None) -> list[Fact]:
+        """The facts most relevant to ``query``, best first; at most ``limit`` (an int from 1
+        to ``MAX_INT``), each with its ``score``.
 
-        The query is split into lower-case words; its first ``MAX_QUERY_TERMS`` distinct
-        words of at most ``MAX_TERM_LENGTH`` characters are looked for (a query with none,
-        such as only punctuation, finds nothing).
+        ``mode``: ``"keyword"`` finds facts sharing words with the query (its first
+        ``MAX_QUERY_TERMS`` distinct words of at most ``MAX_TERM_LENGTH`` characters that are
+        not :data:`STOP_WORDS`; a query with none finds nothing), ranked by the store's
+        full-text engine; ``"semantic"`` ranks the scope's facts by the cosine similarity of
+        their embedding to the query's (``score``: the similarity; needs an embedder, else
+        :class:`~memory_adapters.errors.NoEmbedder`); ``"hybrid"`` fuses both rankings
+        (reciprocal rank fusion, :data:`RRF_K`; ``score``: the fused score). The default is
+        ``"hybrid"`` when the ``Memory`` has an embedder, else ``"keyword"``; if the embedder
+        fails, a hybrid search uses keywords (with an
+        :class:`~memory_adapters.errors.EmbeddingWarning`) and a semantic one raises
+        :class:`~memory_adapters.errors.EmbedderFailed`.
         """
-        return self._run(self._search(query, limit))
+        return self._run(self._search(query, limit, mode))
 
     def forget(self, key: str, *, expected_version: int | None = None) -> bool:
         """Delete a fact; ``False`` if there was none. ``expected_version`` (an int from 0 to
@@ -300,9 +503,11 @@ class Facts:
         """Async :meth:`all`."""
         return await self._arun(self._list(limit))
 
-    async def asearch(self, query: str, limit: int = 5) -> list[Fact]:
+    async def asearch(
+        self, query: str, limit: int = 5, *, mode: SearchMode | None = None
+    ) -> list[Fact]:
         """Async :meth:`search`."""
-        return await self._arun(self._search(query, limit))
+        return await self._arun(self._search(query, limit, mode))
 
     async def aforget(self, key: str, *, expected_version: int | None = None) -> bool:
         """Async :meth:`forget`."""

@@ -13,6 +13,7 @@ from .asyncs import resolve_async, resolve_sync
 from .steps import HookCall
 
 if TYPE_CHECKING:
+    from .embedders import Embedder
     from .facts import Fact
     from .messages import Message, Record
     from .plugins import PluginManager
@@ -73,9 +74,14 @@ class Hooks:
         result: list[int] = await resolve_async(self.call(self.count_tokens(texts, model)))
         return result
 
-    def embed(self, texts: list[str], model: str | None) -> HookCall | None:
-        """Embeddings for ``texts``, if an embedding plugin is installed."""
-        return self._step("embed", True, texts=texts, model=model)
+    def make_embedder(self, spec: object) -> Embedder | None:
+        """The embedder a plugin makes of ``spec`` (``Memory(embed=spec)``), or ``None``."""
+        result: Embedder | None = self._pm.hook.make_embedder(spec=spec)
+        return result
+
+    def embed(self, texts: list[str], model: str, input_type: str) -> HookCall | None:
+        """Vectors for ``texts`` from a plugin standing in for embedder ``model``."""
+        return self._step("embed", True, texts=texts, model=model, input_type=input_type)
 
     # -- runs --------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from .embedders import Embedder
     from .facts import Fact
     from .messages import Message, Record
     from .run import Run
@@ -89,10 +90,29 @@ def count_tokens(texts: list[str], model: str | None) -> list[int] | None:
 
 
 @hookspec(firstresult=True)
-def embed(texts: list[str], model: str | None) -> list[list[float]] | None:
-    """Return one embedding vector per text, or ``None`` if this plugin does not embed.
+def make_embedder(spec: object) -> Embedder | None:
+    """Turn what the application gave as ``Memory(url, embed=spec)`` into an
+    :class:`~memory_adapters.embedders.Embedder`, or return ``None`` when this plugin does not
+    know ``spec``.
 
-    No built-in implementation: semantic search is available only where a plugin answers.
+    ``spec`` is ``None`` when the application chose nothing: a plugin offering a default
+    embedder answers then (the built-in WordLlama plugin does, ``trylast``, when the
+    ``embeddings`` extra is installed); otherwise a name (``"wordllama"``,
+    ``"openai:text-embedding-3-small"``) or an object (a pydantic-ai ``Embedder``, a LangChain
+    ``Embeddings``, a callable). Answer without importing a framework the user did not install
+    (check ``sys.modules`` for objects). *firstresult*: the first answer wins; the built-in
+    fallback for :class:`~memory_adapters.embedders.Embedder` instances and plain callables is
+    ``trylast``.
+    """
+
+
+@hookspec(firstresult=True)
+def embed(texts: list[str], model: str, input_type: str) -> list[list[float]] | None:
+    """Vectors for ``texts`` in place of embedder ``model`` (its
+    :attr:`~memory_adapters.embedders.Embedder.name`), or ``None`` to let the embedder compute
+    them — for a cache, a proxy or a test counting what is embedded. ``input_type`` is
+    ``"document"`` (facts being stored) or ``"query"`` (a search). Return one vector per text;
+    vectors must be what the embedder would return (they are stored under ``model``).
     *firstresult*.
     """
 

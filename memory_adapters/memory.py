@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .conversation import Conversation
+from .embedders import Embedder
 from .errors import InvalidInput, NoAdapter, UnknownScheme
 from .facts import Facts
 from .hooks import Hooks
@@ -48,6 +49,10 @@ class Memory:
     ``pin_first_turn`` keep the head of the conversation in every window; ``summary_tokens``
     (0 = off) enables summaries of evicted turns through the ``summarize`` hook;
     ``working_tokens`` bounds rendered working memory; ``max_turn_bytes`` bounds one append.
+    ``embed`` chooses the embedder of semantic recall (:mod:`memory_adapters.embedders`): a
+    name (``"wordllama"``, ``"openai:text-embedding-3-small"``), an embedder object (pydantic-ai,
+    LangChain, :class:`~memory_adapters.embedders.Embedder`) or a callable; ``None`` takes the
+    installed default (the ``embeddings`` extra's offline model), ``False`` none.
     The token counts and ``max_turn_bytes`` are ints up to
     :data:`~memory_adapters.validation.MAX_INT` (``InvalidInput`` otherwise).
     """
@@ -68,6 +73,7 @@ class Memory:
         working_tokens: int = DEFAULT_WORKING_TOKENS,
         max_turn_bytes: int = MAX_TURN_BYTES,
         store_options: dict[str, Any] | None = None,
+        embed: object = None,
     ) -> None:
         self.pm = PluginManager(load_entrypoints=load_entrypoints)
         for plugin in plugins:
@@ -95,6 +101,8 @@ class Memory:
             self.store = self.open_store(
                 url or os.environ.get(ENV_URL) or DEFAULT_URL, **(store_options or {})
             )
+        self.embedder: Embedder | None = self._make_embedder(embed)
+        """The embedder of semantic recall, or ``None`` (keyword search only)."""
         self._scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
             f"memory_adapters.scope.{id(self):x}", default=None
         )
@@ -109,6 +117,21 @@ class Memory:
     def unregister(self, plugin: object | None = None, name: str | None = None) -> None:
         """Unregister a plugin by object or name."""
         self.pm.unregister(plugin, name=name)
+
+    def _make_embedder(self, spec: object) -> Embedder | None:
+        if spec is False:
+            return None
+        embedder = self.hooks.make_embedder(spec)
+        if embedder is None and spec is not None:
+            raise InvalidInput(
+                f"no installed plugin makes an embedder of {spec!r}: give an embedder name "
+                '("wordllama", or a pydantic-ai model name such as '
+                '"openai:text-embedding-3-small"), a pydantic-ai Embedder, a LangChain '
+                "Embeddings, a memory_adapters.Embedder or a callable"
+            )
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise TypeError(f"make_embedder returned {type(embedder).__name__}, not an Embedder")
+        return embedder
 
     @property
     def schemes(self) -> list[str]:

@@ -39,6 +39,7 @@ ENV_PLUGINS = "MEMORY_ADAPTERS_PLUGINS"
 CORE_PLUGINS: tuple[str, ...] = (
     "memory_adapters.tokens",
     "memory_adapters.window",
+    "memory_adapters.embedders",
 )
 """Modules of the core registered into every plugin manager (their hooks are ``trylast``)."""
 
@@ -48,6 +49,8 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "postgres": "memory_adapters_postgres",
     "mongo": "memory_adapters_mongo",
     "pydantic_ai": "memory_adapters_pydantic_ai",
+    "langchain": "memory_adapters_langchain",
+    "wordllama": "memory_adapters_wordllama",
 }
 """The built-in plugins this distribution declares as entry points. Used only when the
 distribution's metadata is absent (running from a source tree that was never installed)."""

@@ -1,9 +1,10 @@
 """Core operations are written once, as generators of steps, and driven sync or async.
 
 A step is a :class:`StoreCall` (a store method by its sync name; the async driver calls the
-``a``-prefixed twin) or a :class:`HookCall`. The generator receives each step's result and
-returns the operation's result. :func:`drive_sync` and :func:`drive_async` run a generator,
-so that ``Conversation.window`` and ``Conversation.awindow`` share every line of logic.
+``a``-prefixed twin), a :class:`HookCall` or an :class:`EmbedCall`. The generator receives
+each step's result and returns the operation's result. :func:`drive_sync` and
+:func:`drive_async` run a generator, so that ``Conversation.window`` and
+``Conversation.awindow`` share every line of logic.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .asyncs import resolve_async, resolve_sync
 from .errors import HookErrorWarning
 
 if TYPE_CHECKING:
+    from .embedders import Embedder
     from .hooks import Hooks
     from .store import Store
 
@@ -50,6 +52,18 @@ class HookCall:
     otherwise retry a write that succeeded."""
 
 
+@dataclass(slots=True)
+class EmbedCall:
+    """Call ``embedder.embed(texts, input_type)`` (``aembed`` when async).
+
+    The result sent back is the embedder's answer, or the exception it raised (an embedder is
+    a remote service as often as not: the plan decides what a failure means)."""
+
+    embedder: Embedder
+    texts: list[str]
+    input_type: str
+
+
 def _report(step: HookCall, exc: Exception) -> None:
     log.error("plugin hook %s raised after the write committed", step.name, exc_info=exc)
     warnings.warn(
@@ -60,7 +74,7 @@ def _report(step: HookCall, exc: Exception) -> None:
     )
 
 
-Step = StoreCall | HookCall
+Step = StoreCall | HookCall | EmbedCall
 Plan = Generator[Step, Any, T]
 
 
@@ -72,6 +86,11 @@ def drive_sync(plan: Plan[T], store: Store, hooks: Hooks) -> T:
             step = plan.send(result)
             if isinstance(step, StoreCall):
                 result = getattr(store, step.method)(*step.args, **step.kwargs)
+            elif isinstance(step, EmbedCall):
+                try:
+                    result = step.embedder.embed(step.texts, step.input_type)  # type: ignore[arg-type]
+                except Exception as exc:
+                    result = exc
             elif step.after_commit:
                 try:
                     result = [resolve_sync(r) for r in hooks.call(step)]
@@ -96,6 +115,11 @@ async def drive_async(plan: Plan[T], store: Store, hooks: Hooks) -> T:
             step = plan.send(result)
             if isinstance(step, StoreCall):
                 result = await getattr(store, "a" + step.method)(*step.args, **step.kwargs)
+            elif isinstance(step, EmbedCall):
+                try:
+                    result = await step.embedder.aembed(step.texts, step.input_type)  # type: ignore[arg-type]
+                except Exception as exc:
+                    result = exc
             elif step.after_commit:
                 try:
                     result = [await resolve_async(r) for r in hooks.call(step)]

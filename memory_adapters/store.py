@@ -28,8 +28,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from .errors import StoreUnavailable, Unsupported
 from .embedders import Embedding
+from .errors import StoreUnavailable, Unsupported
 from .facts import Fact
 from .messages import AppendResult, Entry, Record, Summary
 
@@ -223,7 +223,7 @@ class Store(ABC):
             "Store.list_fact_scopes)"
         )
 
-    # -- fact embeddings (semantic recall) ----------------------------------------------------------
+    # -- fact embeddings (semantic recall) ---------------------------------------------------
 
     def search_fact_vectors(
         self,

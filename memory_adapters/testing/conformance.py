@@ -45,6 +45,7 @@ from .hostile import (
     boundary_cases,
     hostile_cases,
 )
+from .semantic import SemanticConformance
 from .windows import WindowProperties
 
 StoreFactory = Callable[[], Store]
@@ -216,7 +217,7 @@ def check_log(records: list[Record], writers: int, batches: int, size: int) -> N
     assert all(last_batch_of[w] == batches - 1 for w in range(writers))
 
 
-class StoreConformance(WindowProperties):
+class StoreConformance(WindowProperties, SemanticConformance):
     """The suite. Subclass it and provide a ``store`` fixture yielding a fresh, empty store."""
 
     @pytest.fixture

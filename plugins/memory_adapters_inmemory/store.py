@@ -3,23 +3,31 @@
 Messages are kept as the same JSON text the other stores keep, so what is read back is a
 fresh copy, exactly what was written. The tail within a token budget is a binary search on
 the running token totals.
+
+Keyword search ranks with BM25 (k1 = 1.2, b = 0.75, as SQLite's FTS5 does) over the
+scope's facts. Semantic search compares the query with every vector of the scope (exact,
+linear in the scope's facts; numpy when installed).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from memory_adapters.embedders import Embedding, pack, similarities
 from memory_adapters.errors import AppendConflict, VersionConflict
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.store import Store, store_closed
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_K1 = 1.2
+_B = 0.75
 
 
 @dataclass(slots=True)
@@ -56,6 +64,14 @@ class _FactRow:
     created_at: float
     updated_at: float
     expires_at: float | None
+    embed_model: str | None = None
+    dims: int = 0
+    vectors: list[bytes] = field(default_factory=list)
+
+    def embed(self, embedding: Embedding | None) -> None:
+        self.embed_model = None if embedding is None else embedding.model
+        self.dims = 0 if embedding is None else embedding.dims
+        self.vectors = [] if embedding is None else [pack(v) for v in embedding.vectors.values()]
 
     def live(self, now: float) -> bool:
         return self.expires_at is None or self.expires_at > now
@@ -222,6 +238,7 @@ class InMemoryStore(Store):
         importance: float = 0.0,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        embedding: Embedding | None = None,
     ) -> Fact:
         self._check_open()
         now = time.time()
@@ -242,6 +259,7 @@ class InMemoryStore(Store):
                 now,
                 expires_at,
             )
+            new.embed(embedding)
             facts[key] = new
             return new.fact(key)
 
@@ -284,15 +302,82 @@ class InMemoryStore(Store):
         self._check_open()
         now = time.time()
         with self._lock:
+            live = [
+                (key, row)
+                for key, row in self._facts.get((namespace, scope), {}).items()
+                if row.live(now)
+            ]
+            if not live:
+                return []
+            n = len(live)
+            avgdl = sum(sum(row.words.values()) for _, row in live) / n or 1.0
+            df = {t: sum(1 for _, row in live if t in row.words) for t in terms}
+            idf = {t: math.log((n - d + 0.5) / (d + 0.5) + 1.0) for t, d in df.items() if d}
             scored = []
-            for key, row in self._facts.get((namespace, scope), {}).items():
-                if not row.live(now):
-                    continue
-                score = sum(row.words.get(t, 0) for t in terms)
+            for key, row in live:
+                dl = sum(row.words.values())
+                score = 0.0
+                for t, weight in idf.items():
+                    tf = row.words.get(t, 0)
+                    if tf:
+                        score += weight * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * dl / avgdl))
                 if score:
                     scored.append((score, row.importance, row.updated_at, key, row))
         scored.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3]))
         return [row.fact(key, float(score)) for score, _, _, key, row in scored[:limit]]
+
+    def search_fact_vectors(
+        self,
+        namespace: str,
+        scope: str,
+        vector: Sequence[float],
+        *,
+        model: str,
+        limit: int = 10,
+    ) -> list[Fact]:
+        self._check_open()
+        now = time.time()
+        dims = len(vector)
+        with self._lock:
+            owners: list[tuple[str, _FactRow]] = []
+            packed: list[bytes] = []
+            for key, row in self._facts.get((namespace, scope), {}).items():
+                if row.embed_model == model and row.dims == dims and row.live(now):
+                    owners.extend((key, row) for _ in row.vectors)
+                    packed.extend(row.vectors)
+        best: dict[str, tuple[float, _FactRow]] = {}
+        for (key, row), score in zip(owners, similarities(vector, packed), strict=True):
+            if key not in best or score > best[key][0]:
+                best[key] = (score, row)
+        order = sorted(
+            best.items(),
+            key=lambda kv: (-kv[1][0], -kv[1][1].importance, -kv[1][1].updated_at, kv[0]),
+        )
+        return [row.fact(key, float(score)) for key, (score, row) in order[:limit]]
+
+    def facts_to_embed(
+        self, namespace: str, scope: str, model: str, *, limit: int = 256
+    ) -> list[Fact]:
+        self._check_open()
+        now = time.time()
+        with self._lock:
+            rows = sorted(self._facts.get((namespace, scope), {}).items())
+            stale = [
+                row.fact(key) for key, row in rows if row.live(now) and row.embed_model != model
+            ]
+        return stale[:limit]
+
+    def set_fact_embedding(
+        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
+    ) -> bool:
+        self._check_open()
+        now = time.time()
+        with self._lock:
+            row = self._facts.get((namespace, scope), {}).get(key)
+            if row is None or not row.live(now) or row.version != version:
+                return False
+            row.embed(embedding)
+            return True
 
     def list_fact_scopes(
         self, namespace: str, prefix: str, *, limit: int | None = None

@@ -194,7 +194,7 @@ class PostgresStore(Store):
         connect_timeout: int = 5,
         migrate: bool = True,
         vector_search: VectorSearch = "auto",
-        hnsw_min_vectors: int = 5000,
+        hnsw_min_vectors: int = 2000,
     ) -> None:
         import psycopg
         from psycopg import sql
@@ -266,7 +266,7 @@ class PostgresStore(Store):
         schema: str = "memory_adapters",
         migrate: bool = True,
         vector_search: VectorSearch = "auto",
-        hnsw_min_vectors: int = 5000,
+        hnsw_min_vectors: int = 2000,
     ) -> PostgresStore:
         """A store over an application's existing pool(s); the application closes them."""
         return cls(

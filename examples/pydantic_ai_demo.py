@@ -1,14 +1,16 @@
 """The demo: a pydantic-ai agent that remembers, across processes, on the embedded SQLite store.
 
-    pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_demo.py
+    pip install ".[pydantic-ai,offline,embeddings]" && python examples/pydantic_ai_demo.py
 
-Needs: pip install ".[pydantic-ai,offline]"
+Needs: pip install ".[pydantic-ai,offline,embeddings]"
 
 Two child processes run the same agent, wrapped with ``memory.wrap(agent)``. The first tells
 it something in one conversation; the second, a new process in a new conversation, asks, and
-the answer shows what the first one left: the fact it saved with the memory tools, and the
-conversation it can reach. No server and no API key: the model is a ``FunctionModel`` that
-plays a model offline (it calls the memory tools the way a model would). With
+the answer shows what the first one left: the fact it saved with the memory tools, found by
+meaning — "Which drink do I prefer?" shares no word with "favourite tea: oolong"; the
+``embeddings`` extra's offline model (WordLlama, no download) makes the search semantic.
+No server and no API key: the model is a ``FunctionModel`` that plays a model offline (it
+calls the memory tools the way a model would). With
 ``OPENAI_API_KEY`` set (and ``pip install "pydantic-ai-slim[openai]"``) the agent uses
 ``openai:gpt-4o-mini`` instead, or the model named by ``MEMORY_ADAPTERS_DEMO_MODEL``.
 
@@ -31,7 +33,7 @@ from typing import Any
 DEFAULT_URL = "sqlite:///memory_adapters_demo.db"
 TURNS = (
     ("tea-chat-1", "Hi! My favourite tea is oolong."),
-    ("tea-chat-2", "Which tea do I like?"),
+    ("tea-chat-2", "Which drink do I prefer?"),
 )
 
 
@@ -108,7 +110,7 @@ def child(url: str, conversation: str, prompt: str) -> None:
     from memory_adapters import Memory
 
     agent = Agent(make_model(), instructions="You are a friendly tea shop assistant. Be brief.")
-    with Memory(url) as memory:
+    with Memory(url) as memory:  # the embeddings extra's offline model: semantic recall
         agent_with_memory = memory.wrap(agent)
         with memory.session(user_id="alice", conversation_id=conversation):
             result = agent_with_memory.run_sync(prompt)

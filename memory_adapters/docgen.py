@@ -13,7 +13,10 @@ from pathlib import Path
 from . import hookspecs
 
 SECTIONS = (
-    ("Registration", ("register_stores", "register_adapters", "count_tokens", "embed")),
+    (
+        "Registration",
+        ("register_stores", "register_adapters", "count_tokens", "make_embedder", "embed"),
+    ),
     ("A run", ("run_started", "history_loaded", "before_model_call", "run_finished", "run_failed")),
     ("Persistence", ("before_save", "after_save")),
     ("Budget", ("select_window", "summarize")),

@@ -363,6 +363,7 @@ class Store(ABC):
         embedding: Embedding | None = None,
     ) -> Fact:
         """Async :meth:`put_fact`."""
+        extra = {} if embedding is None else {"embedding": embedding}  # stores without vectors
         return await self._offload(
             self.put_fact,
             namespace,
@@ -373,7 +374,7 @@ class Store(ABC):
             importance=importance,
             expires_at=expires_at,
             expected_version=expected_version,
-            embedding=embedding,
+            **extra,
         )
 
     async def aget_fact(self, namespace: str, scope: str, key: str) -> Fact | None:

@@ -75,10 +75,13 @@ MEMORY_TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "search_memory",
-        "Search saved facts by keywords; returns the most relevant ones.",
+        "Search saved facts by meaning and by words; returns the most relevant ones.",
         _schema(
             {
-                "query": {"type": "string", "description": "Keywords to look for."},
+                "query": {
+                    "type": "string",
+                    "description": "What to look for: a question or a few words.",
+                },
                 "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
             },
             ["query"],

@@ -23,8 +23,8 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def memory(url: str) -> Iterator[Memory]:
-    """A Memory over each built-in store."""
-    m = Memory(url)
+    """A Memory over each built-in store (keyword search: no embedder)."""
+    m = Memory(url, embed=False)
     yield m
     m.close()
 

@@ -39,20 +39,27 @@ def on_sync_loop(coro: Coroutine[Any, Any, T]) -> T:
     return loop.run_until_complete(coro)
 
 
-def open_memory(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
-    """A fresh Memory over one kind of store, closed (and its schema dropped) afterwards."""
+def open_memory(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, embed: object = False
+) -> Iterator[Memory]:
+    """A fresh Memory over one kind of store, closed (and its schema dropped) afterwards.
+
+    ``embed`` as ``Memory(embed=...)``: none by default, so that the adapters' tests see
+    keyword search whatever extras are installed (tests of semantic recall pass one)."""
     if kind == "memory":
-        memory = Memory("memory://")
+        memory = Memory("memory://", embed=embed)
     elif kind == "sqlite":
-        memory = Memory(f"sqlite:///{tmp_path / 'memory.db'}")
+        memory = Memory(f"sqlite:///{tmp_path / 'memory.db'}", embed=embed)
     elif kind == "mongo":
         memory = Memory(
-            "mongodb://localhost/ma_test", store_options={"client": _mongomock().MongoClient()}
+            "mongodb://localhost/ma_test",
+            store_options={"client": _mongomock().MongoClient()},
+            embed=embed,
         )
     else:
         url: str = request.getfixturevalue("postgres_url")
         schema = "t_" + uuid.uuid4().hex[:12]
-        memory = Memory(url, store_options={"schema": schema})
+        memory = Memory(url, store_options={"schema": schema}, embed=embed)
         try:
             yield memory
         finally:

@@ -38,7 +38,7 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert commands is not None, "the README must start with its commands"
     demo, tests = commands.group(1).splitlines()[:2]
     assert demo.startswith(
-        'pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_demo.py'
+        'pip install ".[pydantic-ai,offline,embeddings]" && python examples/pydantic_ai_demo.py'
     )
     assert "pytest" in tests
     assert "python examples/quickstart.py" in head  # the framework-free tour, still there
@@ -96,7 +96,8 @@ def test_every_install_command_in_the_docs_matches_the_examples_needs() -> None:
             checked += 1
     assert checked >= 2 * len(EXAMPLES)
     readme = texts["README.md"]
-    assert 'pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_demo.py' in readme
+    demo = 'pip install ".[pydantic-ai,offline,embeddings]" && python examples/pydantic_ai_demo.py'
+    assert demo in readme
     assert "pip install . && python examples/quickstart.py" in readme
     assert 'pip install ".[langchain,offline]" && python examples/langchain_quickstart.py' in readme
 
@@ -131,6 +132,9 @@ def test_example_runs(example: str, tmp_path: Path) -> None:
         )
         assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
+    if example == "pydantic_ai_demo.py":  # asked in other words, found by meaning
+        asked = result.stdout.split("Which drink do I prefer?", 1)[1]
+        assert "oolong" in asked.split("\n", 2)[1], result.stdout
 
 
 def _doc_blocks() -> list[tuple[str, str]]:

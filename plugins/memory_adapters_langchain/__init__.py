@@ -27,6 +27,7 @@ Loading it never imports LangChain; the names below import it when first used:
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 from memory_adapters import MissingExtra, hookimpl
@@ -84,3 +85,14 @@ def __getattr__(name: str) -> Any:
 def register_adapters(register: Any) -> None:
     """Register the LangChain adapter (``trylast``: a plugin may replace it)."""
     register(LangChainAdapter())
+
+
+@hookimpl
+def make_embedder(spec: object) -> Any:
+    """A LangChain ``Embeddings`` for ``Memory(embed=...)``; ``None`` for anything else."""
+    module = sys.modules.get("langchain_core.embeddings")
+    if module is None or not isinstance(spec, module.Embeddings):
+        return None
+    from .embedder import LangChainEmbedder
+
+    return LangChainEmbedder(spec)

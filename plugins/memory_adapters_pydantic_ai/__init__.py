@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from typing import TYPE_CHECKING, Any
 
 from memory_adapters import MissingExtra, hookimpl
@@ -83,3 +84,17 @@ def _missing(module: str) -> bool:
 def register_adapters(register: Any) -> None:
     """Register the pydantic-ai adapter (``trylast``: a plugin may replace it)."""
     register(PydanticAIAdapter())
+
+
+@hookimpl
+def make_embedder(spec: object) -> Any:
+    """pydantic-ai embedders and embedding model names (``provider:model``) for
+    ``Memory(embed=...)``; ``None`` for anything else, or where pydantic-ai is not installed."""
+    if isinstance(spec, str):
+        if ":" not in spec or spec.startswith("wordllama") or _missing("pydantic_ai"):
+            return None
+    elif "pydantic_ai.embeddings" not in sys.modules:  # an object of pydantic-ai's is loaded
+        return None
+    from .embedder import make
+
+    return make(spec)

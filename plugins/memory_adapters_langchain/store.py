@@ -94,6 +94,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
@@ -104,6 +105,7 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
+    ensure_embeddings,
     get_text_at_path,
     tokenize_path,
 )
@@ -112,6 +114,7 @@ from memory_adapters.embedders import (
     EMBED_BATCH,
     MAX_DIMS,
     WHOLE,
+    CallableEmbedder,
     Embedder,
     Embedding,
 )
@@ -137,7 +140,7 @@ from memory_adapters.validation import (
     dumps,
 )
 
-from .embeddings import index_embedder
+from .embedder import LangChainEmbedder
 
 __all__ = ["FILTERED_MATCHES", "MAX_SCOPE_CHARS", "InvalidNamespace", "MemoryStore"]
 
@@ -345,7 +348,7 @@ class MemoryStore(BaseStore):
         *,
         user_namespace: tuple[str, ...] = ("memories",),
         namespace: str | None = None,
-        index: Any = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
     ) -> None:
         if not isinstance(memory, Memory):
@@ -953,6 +956,27 @@ class MemoryStore(BaseStore):
         if op.max_depth is not None:
             namespaces = {ns[: op.max_depth] for ns in namespaces}
         return sorted(namespaces)[op.offset : op.offset + op.limit]
+
+
+def index_embedder(embed: object) -> tuple[Embedder, Embeddings | None]:
+    """The :class:`Embedder` for LangGraph's ``index["embed"]``, and the LangChain
+    ``Embeddings`` it wraps (``None`` for a memory-adapters :class:`Embedder` such as
+    ``memory.embedder``, used as it is).
+
+    What LangGraph accepts is turned into an ``Embeddings`` by LangGraph's own
+    ``ensure_embeddings``. The model name stored with the vectors is the one
+    ``Memory(embed=...)`` gives the same thing, so that both share them: a
+    ``"provider:model"`` string as it is; a function ``module.qualname``; an ``Embeddings``
+    ``langchain:ClassName`` and ``:model`` when it has a ``model`` or ``model_name``."""
+    if isinstance(embed, Embedder):
+        return embed, None
+    embeddings = ensure_embeddings(embed)  # type: ignore[arg-type,unused-ignore]
+    embedder = LangChainEmbedder(embeddings)
+    if isinstance(embed, str):
+        embedder.name = embed
+    elif not isinstance(embed, Embeddings) and callable(embed):
+        embedder.name = CallableEmbedder(embed).name
+    return embedder, embeddings
 
 
 def _nothing() -> Plan[list[list[float] | None]]:

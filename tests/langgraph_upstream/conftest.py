@@ -90,10 +90,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             kept.append(item)
             continue
         name = item.originalname
-        backend = item.callspec.params.get("upstream_backend") if hasattr(item, "callspec") else None
-        if name in DESELECTED:
-            dropped.append(item)
-        elif (
+        backend = (
+            item.callspec.params.get("upstream_backend") if hasattr(item, "callspec") else None
+        )
+        if name in DESELECTED or (
             backend is not None
             and "fake_embeddings" in item.fixturenames
             and not _has_vectors(str(backend))

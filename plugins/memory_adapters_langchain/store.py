@@ -46,14 +46,16 @@ store's async methods, never blocking the event loop); the library's hooks
 **Search.** ``namespace_prefix`` is turned into one or two scope prefixes (two when it
 covers both user scopes and ``"lg:"`` scopes: a prefix of ``user_namespace``), listed with
 :meth:`Store.list_fact_scopes <memory_adapters.store.Store.list_fact_scopes>`; then each
-matching scope is read: all its facts without ``query``, or the store's keyword search
-(PostgreSQL ``tsvector``, SQLite FTS5, MongoDB ``$text``) with ``query``, which sets
-``score``. ``filter`` is applied as LangGraph's ``InMemoryStore`` applies it (exact matches,
-nested dicts, lists, ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``; a comparison with
-a missing or non-numeric field is false instead of an error). Without ``query`` the order is
+matching scope is read: all its facts without ``query``, the store's keyword search
+(PostgreSQL ``tsvector``, SQLite FTS5, MongoDB ``$text``) with ``query`` and no index, or
+its vectors with an index; either sets ``score``. ``filter`` is applied as LangGraph's
+``InMemoryStore`` applies it (exact matches, nested dicts, lists, ``$eq``, ``$ne``, ``$gt``,
+``$gte``, ``$lt``, ``$lte``; a comparison with a missing or non-numeric field is false
+instead of an error). Without ``query`` the order is
 ``InMemoryStore``'s insertion order, as far as it can be told from stored facts: namespaces by
 their oldest item, items by creation (an overwrite keeps its place; a delete and a new put
-go last). With ``query``: best score first. Then ``offset`` and ``limit``.
+go last). With ``query``: best score first (with an index, the items without vectors after
+the others, unscored). Then ``offset`` and ``limit``.
 
 **Costs.** ``get``: one read. ``put`` / ``delete``: one write. ``list_namespaces``: one or two
 scope listings (an index range each; the namespaces are then matched, truncated and paged
@@ -73,9 +75,27 @@ fires ``fact_stored``; it gives way to a concurrent writer). The TTL is recovere
 millisecond: exact when the store takes less than half a millisecond between the plan and
 its write, otherwise a refresh may shorten it by that latency.
 
-**Not supported.** Semantic search: ``index=`` raises ``Unsupported``, a ``put``'s own
-``index`` argument is ignored (as in every LangGraph store built without an index), and
-``query`` is keyword search. Embeddings through the library's ``embed`` hook are future work.
+**Semantic search.** ``MemoryStore(memory, index={"dims": ..., "embed": ..., "fields":
+[...]})`` searches by meaning as LangGraph's stores do. ``embed``: what LangGraph's
+``ensure_embeddings`` accepts (a LangChain ``Embeddings``, a function sync or async, a
+``"provider:model"`` string) or a memory-adapters ``Embedder`` (``memory.embedder``). Each
+field path (LangGraph's ``get_text_at_path``: ``"$"``, ``"a.b"``, ``"*"``, ``"[*]"`` ...)
+gets its own vector; all of a fact's vectors are an :class:`~memory_adapters.embedders.Embedding`
+written with it in the same ``put_fact`` call, after one embed call for the whole batch
+(each distinct text once). ``put(..., index=[...])`` embeds other fields, ``index=False``
+none (an embedding without vectors: "deliberately unindexed"). A search with ``query``
+embeds facts of the namespace that have no vectors of the index's model (written by the
+library's tools, by another model, or before the index), once, then asks
+:meth:`Store.search_fact_vectors <memory_adapters.store.Store.search_fact_vectors>`, which
+scores a fact by its best vector (cosine similarity); items without vectors follow,
+unscored. A store without vector search refuses an index (``Unsupported``).
+
+Without ``index``, ``query`` is keyword search (``mode="keyword"``) even when the ``Memory``
+has an embedder; the puts are still embedded by it (a batch's in one call), as
+``memory.facts.put`` embeds, so the library's semantic search finds them. The vectors of a
+fact are by one model: the ``index`` embedder's name (the name ``Memory(embed=...)`` gives the
+same thing) or the core's; whichever searches a scope embeds again what the other wrote.
+Give both the same embedder.
 """
 
 from __future__ import annotations
@@ -335,9 +355,10 @@ class MemoryStore(BaseStore):
     ``user_namespace``: the namespace labels under which ``(*user_namespace, user_id)`` is
     the user's own long-term memory (``("memories",)`` by default). ``namespace``: the
     ``Memory``'s fact namespace to use (its base namespace by default). ``ttl``: LangGraph's
-    ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``). ``index``: not supported
-    (raises :class:`~memory_adapters.errors.Unsupported`). See the module docstring for the
-    mapping, costs and limits.
+    ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``). ``index``: LangGraph's
+    ``IndexConfig`` (``dims``, ``embed``, ``fields``) for semantic search; refused with
+    :class:`~memory_adapters.errors.Unsupported` on a store without vector search. See the
+    module docstring for the mapping, costs and limits.
     """
 
     supports_ttl = True

@@ -29,6 +29,7 @@ import mongomock
 import pymongo
 import pytest
 from memory_adapters_mongo import MongoStore, open_store
+from memory_adapters_mongo import facts as facts_plans
 from memory_adapters_mongo import log as mongo_log
 from memory_adapters_mongo.clients import DEFAULT_DATABASE, database_from_url
 from memory_adapters_mongo.facts import search as search_plan
@@ -45,6 +46,7 @@ from memory_adapters import (
     ValueTooLarge,
     hookimpl,
 )
+from memory_adapters.embedders import Embedding, normalized
 from memory_adapters.messages import Entry
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
@@ -745,3 +747,164 @@ def test_expired_facts_are_hidden_before_the_ttl_monitor_runs() -> None:
     assert store.list_facts("ns", "s") == []
     assert store.prune() == 1
     assert raw["ttl"][FACTS].count_documents({}) == 0
+
+
+# -- semantic recall: fact vectors ------------------------------------------------------------
+
+
+def _unit(*values: float) -> list[float]:
+    return normalized(values)
+
+
+def _emb(model: str, **fields: list[float]) -> Embedding:
+    dims = len(next(iter(fields.values()))) if fields else 0
+    return Embedding(model, dims, fields)
+
+
+def _put(store: Store, key: str, embedding: Embedding | None, scope: str = "u", **kw: Any) -> None:
+    store.put_fact("ns", scope, key, f'"{key}"', text=key, embedding=embedding, **kw)
+
+
+def _vkeys(store: Store, vector: list[float], model: str = "m", scope: str = "u") -> list[str]:
+    return [f.key for f in store.search_fact_vectors("ns", scope, vector, model=model)]
+
+
+def test_vectors_layout_fields_models_and_scopes() -> None:
+    raw = mock_client()
+    store = MongoStore(client=raw, database="v")
+    _put(store, "two", _emb("m", **{"a.b": _unit(0, 1, 0), "$": _unit(1, 0, 0)}))
+    _put(store, "one", _emb("m", **{"$": _unit(1, 0.5, 0)}))
+    _put(store, "other", _emb("m2", **{"$": _unit(1, 0, 0)}))
+    _put(store, "flat", _emb("m", x=_unit(1, 0)))
+    doc = raw["v"][FACTS].find_one({"key": "two"})
+    assert doc is not None
+    assert (doc["embed_model"], doc["dims"], doc["vector_field"]) == ("m", 3, "$")
+    assert bytes(doc["vector"])[:2] == b"\x27\x00" and len(bytes(doc["vector"])) == 14
+    assert [v["field"] for v in doc["vectors"]] == ["a.b"]
+    assert _vkeys(store, _unit(0, 1, 0)) == ["two", "one"]  # by its best field
+    assert _vkeys(store, _unit(1, 0)) == ["flat"]
+    assert _vkeys(store, _unit(1, 0, 0), model="m2") == ["other"]
+    for i in range(40):
+        _put(store, f"k{i}", _emb("m", **{"$": _unit(1, i, 0)}), scope=f"s{i}")
+    for i in range(40):
+        assert _vkeys(store, _unit(1, 0, 0), scope=f"s{i}") == [f"k{i}"]
+    _put(store, "two", None)
+    doc = raw["v"][FACTS].find_one({"key": "two"})
+    assert doc is not None and not {"embed_model", "dims", "vector", "vectors"} & set(doc)
+    assert _vkeys(store, _unit(1, 0, 0)) == ["one"]
+    assert [f.key for f in store.facts_to_embed("ns", "u", "m")] == ["other", "two"]
+
+
+def test_set_fact_embedding_and_expiry() -> None:
+    store, _ = mock_async_store()
+    _put(store, "k", None)
+    _put(store, "k", None)
+    before = store.get_fact("ns", "u", "k")
+    assert before is not None and before.version == 2
+    assert not store.set_fact_embedding("ns", "u", "k", 1, _emb("m", **{"$": _unit(1, 0)}))
+    assert store.set_fact_embedding("ns", "u", "k", 2, _emb("m", **{"$": _unit(1, 0)}))
+    assert store.get_fact("ns", "u", "k") == before
+    _put(store, "soon", _emb("m", **{"$": _unit(1, 0)}), expires_at=time.time() + 0.2)
+    assert _vkeys(store, _unit(1, 0)) == ["soon", "k"]
+    time.sleep(0.3)
+    assert asyncio.run(_asearch(store)) == ["k"]
+    assert store.prune() == 1
+    with pytest.raises(InvalidInput):
+        store.put_fact("ns", "u", "x", '"x"', text="x", embedding={"m": [1.0]})  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        _put(store, "x", Embedding("m", 2, {"$": [1.0, "0"]}))  # type: ignore[list-item]
+
+
+async def _asearch(store: MongoStore) -> list[str]:
+    found = await store.asearch_fact_vectors("ns", "u", _unit(1, 0), model="m")
+    return [f.key for f in found]
+
+
+def test_exact_vector_search_is_the_default_and_numpy_free_ranks_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import random
+
+    from memory_adapters import exact_vectors
+
+    store = mock_store()
+    assert store.vector_search == "exact"
+    rnd = random.Random(3)
+    for i in range(150):
+        fields = {f"f{j}": _unit(*(rnd.gauss(0, 1) for _ in range(8))) for j in range(i % 2 + 1)}
+        _put(store, f"k{i:03d}", _emb("m", **fields))
+    query = _unit(*(rnd.gauss(0, 1) for _ in range(8)))
+    with_numpy = [(f.key, f.score) for f in store.search_fact_vectors("ns", "u", query, model="m")]
+    monkeypatch.setattr(exact_vectors, "_numpy", lambda: None)
+    assert [(f.key, f.score) for f in store.search_fact_vectors("ns", "u", query, model="m")] == (
+        with_numpy
+    )
+
+
+def test_atlas_vector_search_pipeline() -> None:
+    """What ``vector_search="atlas"`` sends (mongomock cannot run ``$vectorSearch``)."""
+    store = mock_store(vector_search="atlas", atlas_index="vec", atlas_num_candidates=300)
+    assert store.vector_search == "atlas"
+    plan = search_vectors_plan(store, [0.6, 0.8])
+    op = only_op(next(plan))
+    assert op.method == "aggregate"
+    stage = op.args[0][0]["$vectorSearch"]
+    assert stage == {
+        "index": "vec",
+        "path": "vector",
+        "queryVector": [0.6, 0.8],
+        "numCandidates": 300,
+        "limit": 5,
+        "filter": {
+            "scope": {"$eq": "u"},
+            "namespace": {"$eq": "ns"},
+            "embed_model": {"$eq": "m"},
+            "dims": {"$eq": 2},
+        },
+    }
+    assert set(op.args[0][1]["$match"]["expires_at"]) == {"$not"}
+    assert op.args[0][2]["$project"]["score"] == {"$meta": "vectorSearchScore"}
+    row = {"data": '"v"', "version": 1, "created_at": 1.0, "expires_at": None}
+    with pytest.raises(StopIteration) as done:
+        plan.send(
+            [
+                {**row, "key": "b", "importance": 0.0, "updated_at": 1.0, "score": 0.9},
+                {**row, "key": "a", "importance": 1.0, "updated_at": 1.0, "score": 0.9},
+                {**row, "key": "c", "importance": 0.0, "updated_at": 1.0, "score": 1.0},
+            ]
+        )
+    found = done.value.value
+    assert [(f.key, f.score) for f in found] == [("c", 1.0), ("a", 0.8), ("b", 0.8)]
+    default = facts_plans.atlas_pipeline(
+        "ns", "u", [1.0], "m", 10, index="i", num_candidates=None, now=0.0
+    )
+    assert default[0]["$vectorSearch"]["numCandidates"] == 200
+    with pytest.raises(InvalidInput):
+        mock_store(vector_search="ann")
+
+
+def search_vectors_plan(store: MongoStore, vector: list[float]) -> Any:
+    return store._search_vectors("ns", "u", vector, "m", 5)()
+
+
+def test_word_fallback_ranks_like_bm25() -> None:
+    """Rarer terms weigh more and repeats saturate: as the in-memory store and FTS5 rank."""
+    from memory_adapters_inmemory import InMemoryStore
+
+    texts = {
+        "rare": "the zebra",
+        "common": "tea tea tea tea tea tea tea tea",
+        "both": "tea and zebra in a very long sentence about many other things entirely",
+        "short_tea": "tea",
+        "none": "coffee",
+    }
+    stores: list[Store] = [mock_store(text_search="words"), InMemoryStore()]
+    rankings = []
+    for store in stores:
+        for key, text in texts.items():
+            store.put_fact("ns", "u", key, '"x"', text=text)
+        found = store.search_facts("ns", "u", ["tea", "zebra"])
+        rankings.append([f.key for f in found])
+        assert all(f.score is not None and f.score > 0 for f in found)
+    assert rankings[0] == rankings[1]
+    assert rankings[0][0] == "rare" and "none" not in rankings[0]  # short, rarer term

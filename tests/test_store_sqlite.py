@@ -7,6 +7,7 @@ import functools
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from memory_adapters_sqlite import SQLiteStore
 from memory_adapters_sqlite.store import scopes_sql
 
 from memory_adapters import InvalidURL, Memory, Message, StoreUnavailable
+from memory_adapters.embedders import Embedding
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
 
@@ -313,3 +315,146 @@ def test_a_moved_working_directory_does_not_look_like_a_replaced_file(
         assert errors == []
     memory.close()
     assert not (tmp_path / "b" / "rel.db").exists()
+
+
+# -- semantic recall: fact vectors ------------------------------------------------------------
+
+
+def _unit(*values: float) -> list[float]:
+    from memory_adapters.embedders import normalized
+
+    return normalized(values)
+
+
+def _emb(model: str, **fields: list[float]) -> Embedding:
+    dims = len(next(iter(fields.values()))) if fields else 0
+    return Embedding(model, dims, fields)
+
+
+def _put(store: Store, key: str, embedding: Embedding | None, scope: str = "u", **kw: Any) -> None:
+    store.put_fact("ns", scope, key, f'"{key}"', text=key, embedding=embedding, **kw)
+
+
+def _keys(
+    store: Store, vector: list[float], model: str = "m", scope: str = "u", n: int = 10
+) -> list[str]:
+    return [f.key for f in store.search_fact_vectors("ns", scope, vector, model=model, limit=n)]
+
+
+def test_vectors_by_field_model_dims_and_scope(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "v.db")
+    _put(store, "two", _emb("m", a=_unit(0, 1, 0), b=_unit(1, 0, 0)))
+    _put(store, "one", _emb("m", **{"$": _unit(1, 0.5, 0)}))
+    _put(store, "other", _emb("m2", **{"$": _unit(1, 0, 0)}))
+    _put(store, "flat", _emb("m", **{"$": _unit(1, 0)}))
+    assert _keys(store, _unit(1, 0, 0)) == ["two", "one"]
+    assert _keys(store, _unit(1, 0)) == ["flat"]
+    assert _keys(store, _unit(1, 0, 0), model="m2") == ["other"]
+    for i in range(60):  # many scopes, one vector each: each search sees its own
+        _put(store, f"k{i}", _emb("m", **{"$": _unit(1, i, 0)}), scope=f"s{i}")
+    for i in range(60):
+        assert _keys(store, _unit(1, 0, 0), scope=f"s{i}") == [f"k{i}"]
+    _put(store, "two", None)  # rewritten without an embedding: its vectors go
+    assert _keys(store, _unit(1, 0, 0)) == ["one"]
+    assert [f.key for f in store.facts_to_embed("ns", "u", "m")] == ["other", "two"]
+    db = sqlite3.connect(tmp_path / "v.db")
+    fact_ids = {r[0] for r in db.execute("SELECT id FROM ma_facts")}
+    vector_ids = {r[0] for r in db.execute("SELECT fact_id FROM ma_fact_vectors")}
+    assert vector_ids <= fact_ids
+    store.close()
+
+
+def test_set_fact_embedding_keeps_version_and_times(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "v.db")
+    _put(store, "k", None)
+    _put(store, "k", None)
+    before = store.get_fact("ns", "u", "k")
+    assert before is not None and before.version == 2
+    assert not store.set_fact_embedding("ns", "u", "k", 1, _emb("m", **{"$": _unit(1, 0)}))
+    assert store.set_fact_embedding("ns", "u", "k", 2, _emb("m", **{"$": _unit(1, 0)}))
+    after = store.get_fact("ns", "u", "k")
+    assert after == before
+    assert _keys(store, _unit(1, 0)) == ["k"]
+    assert store.set_fact_embedding("ns", "u", "k", 2, _emb("m"))  # unindexed on purpose
+    assert _keys(store, _unit(1, 0)) == [] and store.facts_to_embed("ns", "u", "m") == []
+    store.close()
+
+
+def test_expired_facts_vectors_are_hidden_then_pruned(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "v.db")
+    _put(store, "soon", _emb("m", **{"$": _unit(1, 0)}), expires_at=time.time() + 0.2)
+    _put(store, "stays", _emb("m", **{"$": _unit(0, 1)}))
+    assert _keys(store, _unit(1, 0)) == ["soon", "stays"]
+    time.sleep(0.3)
+    assert _keys(store, _unit(1, 0)) == ["stays"]
+    assert not store.set_fact_embedding("ns", "u", "soon", 1, _emb("m", **{"$": _unit(1, 0)}))
+    assert store.prune() == 1
+    db = sqlite3.connect(tmp_path / "v.db")
+    assert db.execute("SELECT count(*) FROM ma_fact_vectors").fetchone() == (1,)
+    store.close()
+
+
+def test_numpy_and_pure_python_rank_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    from memory_adapters import exact_vectors
+
+    rnd = random.Random(7)
+    store = SQLiteStore(tmp_path / "v.db")
+    for i in range(400):
+        fields = {f"f{j}": _unit(*(rnd.gauss(0, 1) for _ in range(16))) for j in range(i % 3 + 1)}
+        _put(store, f"k{i:03d}", _emb("m", **fields), importance=float(i % 2))
+    for i in range(20):  # exact ties: broken by importance, recency, key
+        _put(store, f"tie{i:02d}", _emb("m", **{"$": _unit(*([1.0] * 16))}), importance=i % 3)
+    queries = [_unit(*(rnd.gauss(0, 1) for _ in range(16))) for _ in range(10)]
+    queries.append(_unit(*([1.0] * 16)))
+
+    def results() -> list[list[tuple[str, float | None]]]:
+        return [
+            [(f.key, f.score) for f in store.search_fact_vectors("ns", "u", q, model="m", limit=15)]
+            for q in queries
+        ]
+
+    with_numpy = results()
+    monkeypatch.setattr(exact_vectors, "_numpy", lambda: None)
+    assert results() == with_numpy  # same keys, same order, same scores to the last bit
+    assert [k for k, _ in with_numpy[-1]][:7] == [
+        "tie17",
+        "tie14",
+        "tie11",
+        "tie08",
+        "tie05",
+        "tie02",
+        "tie19",
+    ]
+    store.close()
+
+
+V1_SCHEMA_FACT = (
+    "INSERT INTO ma_facts (namespace, scope, key, data, version, importance, created_at, "
+    "updated_at) VALUES ('ns', 'u', 'old', '\"oolong\"', 3, 0, 1, 2)"
+)
+
+
+def test_a_version_1_database_upgrades(tmp_path: Path) -> None:
+    from memory_adapters_sqlite.store import MIGRATIONS, SCHEMA_VERSION, _statements
+
+    path = tmp_path / "v1.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    for statement in _statements(MIGRATIONS[0]):
+        db.execute(statement)
+    db.execute("PRAGMA user_version = 1")
+    db.execute(V1_SCHEMA_FACT)
+    db.execute("INSERT INTO ma_facts_fts (rowid, owner, text) SELECT id, 'x', 'old' FROM ma_facts")
+    db.close()
+    store = SQLiteStore(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    old = store.get_fact("ns", "u", "old")
+    assert old is not None and old.value == "oolong" and old.version == 3
+    assert [f.key for f in store.facts_to_embed("ns", "u", "m")] == ["old"]
+    assert store.set_fact_embedding("ns", "u", "old", 3, _emb("m", **{"$": _unit(1, 0)}))
+    assert _keys(store, _unit(1, 0)) == ["old"]
+    assert store.delete_fact("ns", "u", "old")
+    assert sqlite3.connect(path).execute("SELECT count(*) FROM ma_fact_vectors").fetchone() == (0,)
+    store.close()
+    SQLiteStore(path).close()  # a current database is opened as it is

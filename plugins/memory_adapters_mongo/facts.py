@@ -3,13 +3,24 @@
 Layout. One document of ``ma_facts`` per (namespace, scope, key)::
 
     {scope, namespace, key, data, version, rev, importance, created_at, updated_at,
-     expires_at, expires?, text, words: [...]}
+     expires_at, expires?, text, words: [...], length,
+     embed_model?, dims?, vector?, vector_field?, vectors?: [{field, vector}]}
 
 ``data`` is the value's JSON text as the core serialized it, a string, never a BSON
 subdocument. ``expires_at`` is the expiry in seconds since the epoch (``null``: never) and is
 what every read filters on; ``expires`` is the same instant as a BSON date, present only on
 facts that expire, for the TTL index. ``text`` is what keyword search indexes; ``words`` its
-distinct lower-case words, for the fallback search where ``$text`` is unavailable.
+distinct lower-case words and ``length`` how many words it has, for the fallback search where
+``$text`` is unavailable.
+
+Embeddings (semantic recall): ``embed_model`` names the model that embedded the fact and
+``dims`` its vectors' dimensions (both absent: not embedded; present with no vectors: left
+unindexed by that model on purpose). ``vector`` is the vector of the fact's primary field
+(the whole text, ``"$"``, when indexed, else the first field name in order), named by
+``vector_field``; ``vectors`` holds the other fields' as ``{field, vector}`` documents (an
+array, because a field name such as ``"$"`` or ``"a.b"`` cannot be a MongoDB field name).
+Every vector is a BSON binary vector of float32 (subtype 9, as Atlas Vector Search indexes
+it). A write without an embedding removes all five.
 
 Compare-and-swap without transactions: a write reads the fact, checks the expected version,
 then updates it only if its ``rev`` (a random token replaced on every write) is still the one
@@ -30,7 +41,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from memory_adapters.embedders import WHOLE, Embedding
 from memory_adapters.errors import InvalidTTL, StoreUnavailable, VersionConflict
+from memory_adapters.exact_vectors import Candidate, order, pack, screen
 from memory_adapters.facts import Fact
 
 from .ops import FACTS, DuplicateKey, Op, Plan, Sleep
@@ -52,6 +65,13 @@ _FIELDS = {
     "expires_at": 1,
 }
 _STATE = {"_id": 1, "version": 1, "rev": 1, "created_at": 1, "expires_at": 1}
+_EMBEDDING = ("embed_model", "dims", "vector", "vector_field", "vectors")
+"""The fields of a fact's embedding."""
+_VECTOR_HEADER = b"\x27\x00"
+"""The first bytes of a BSON binary vector of float32 (dtype 0x27, no padding)."""
+_K1 = 1.2
+_B = 0.75
+"""BM25's parameters in the word-list fallback, as SQLite's FTS5 and the in-memory store use."""
 
 
 def words(text: str) -> list[str]:
@@ -114,8 +134,10 @@ def put(
     expires_at: float | None,
     expected_version: int | None,
     max_bytes: int,
+    embedding: Embedding | None = None,
 ) -> Plan[Fact]:
-    """Create or replace a fact, with an optional compare-and-swap on its version."""
+    """Create or replace a fact, with an optional compare-and-swap on its version; its
+    embedding replaces the one it had (``None``: removes it)."""
     indexed = words(text)
     estimate = 512 + text_bound(namespace, scope, key, data, text)
     estimate += sum(16 + text_bound(w) for w in indexed)
@@ -125,7 +147,13 @@ def put(
         "expires_at": expires_at,
         "text": text,
         "words": indexed,
+        "length": len(_WORD.findall(text.lower())),
     }
+    embedded = embedding_fields(embedding)
+    fields.update(embedded)
+    if embedding is not None:
+        estimate += 64 + text_bound(embedding.model)
+        estimate += sum(32 + text_bound(f) + 4 * len(v) for f, v in embedding.vectors.items())
     if expires_at is not None:
         fields["expires"] = _expires(expires_at)
     check_size(estimate, lambda: {**_where(namespace, scope, key), **fields}, max_bytes, "the fact")
@@ -152,8 +180,11 @@ def put(
                 written = True
             else:
                 update: dict[str, Any] = {"$set": {**fields, **state}}
+                unset = {f: "" for f in _EMBEDDING if f not in embedded}
                 if expires_at is None:
-                    update["$unset"] = {"expires": ""}
+                    unset["expires"] = ""
+                if unset:
+                    update["$unset"] = unset
                 result = yield Op(
                     FACTS, "update_one", ({"_id": doc["_id"], "rev": doc["rev"]}, update)
                 )
@@ -207,8 +238,13 @@ def search(
 
     With ``use_text``: one ``$text`` query on the text index, ranked by the server's text
     score. Otherwise the fallback: the facts whose word list holds any of the terms (an
-    index lookup on ``(scope, namespace, words)``), ranked here by how often the terms occur.
-    Ties go to higher importance, then the most recently updated.
+    index lookup on ``(scope, namespace, words)``), ranked here by BM25 (k1 = 1.2,
+    b = 0.75, as SQLite's FTS5 and the in-memory store rank): a term counts less each time it
+    repeats in a fact, more the rarer it is among the scope's facts, and a long fact's
+    matches count less than a short one's. The scope's fact count and average length come
+    from one aggregation over the scope (on the same index), so the fallback costs what the
+    matching facts cost plus a count of the scope. Ties go to higher importance, then the
+    most recently updated, then key order.
     """
     if not terms:
         return []
@@ -228,15 +264,241 @@ def search(
             },
         )
         return [_fact(d, float(d["score"])) for d in docs]
+    scope_where = dict(where)
     where["words"] = {"$in": list(terms)}
     docs = yield Op(FACTS, "find", (where,), {"projection": {**_FIELDS, "text": 1}})
+    if not docs:
+        return []
+    stats = yield Op(
+        FACTS,
+        "aggregate",
+        (
+            [
+                {"$match": scope_where},
+                {
+                    "$group": {
+                        "_id": None,
+                        "n": {"$sum": 1},
+                        "words": {"$sum": {"$ifNull": ["$length", {"$size": "$words"}]}},
+                    }
+                },
+            ],
+        ),
+    )
+    counted = [Counter(_WORD.findall(d["text"].lower())) for d in docs]
+    n = max(int(stats[0]["n"]), len(docs)) if stats else len(docs)
+    total = float(stats[0]["words"]) if stats else 0.0
+    avgdl = total / n if total > 0 else (sum(sum(c.values()) for c in counted) / len(docs) or 1.0)
+    idf = {}
+    for t in terms:
+        df = sum(1 for c in counted if t in c)
+        if df:
+            idf[t] = math.log((n - df + 0.5) / (df + 0.5) + 1.0)
     scored = []
-    for d in docs:
-        counts = Counter(_WORD.findall(d["text"].lower()))
-        hits = sum(counts[t] for t in terms)
-        scored.append((-hits, -float(d["importance"]), -float(d["updated_at"]), d["key"], d))
+    for d, counts in zip(docs, counted, strict=True):
+        dl = sum(counts.values())
+        norm = _K1 * (1 - _B + _B * dl / avgdl)
+        bm25 = 0.0
+        for t, weight in idf.items():
+            tf = counts.get(t, 0)
+            if tf:
+                bm25 += weight * tf * (_K1 + 1) / (tf + norm)
+        if bm25 > 0:
+            scored.append((-bm25, -float(d["importance"]), -float(d["updated_at"]), d["key"], d))
     scored.sort(key=lambda s: s[:4])
-    return [_fact(d, float(-hits)) for hits, _, _, _, d in scored[:limit]]
+    return [_fact(d, -neg) for neg, _, _, _, d in scored[:limit]]
+
+
+# -- embeddings ------------------------------------------------------------------------------
+
+
+def binary_vector(vector: Sequence[float]) -> Any:
+    """``vector`` as a BSON binary vector of float32 (subtype 9)."""
+    from bson.binary import Binary
+
+    return Binary(_VECTOR_HEADER + pack(vector), 9)
+
+
+def _packed(value: Any, dims: int) -> bytes | None:
+    """A stored vector as float32 bytes (``None`` if it is not one of ``dims``)."""
+    if isinstance(value, bytes):  # bson.Binary is a bytes subclass
+        raw = bytes(value)
+        if len(raw) == 4 * dims + 2 and raw[:2] == _VECTOR_HEADER:
+            return raw[2:]
+        return None
+    if isinstance(value, list) and len(value) == dims:  # numbers, written by hand
+        return pack(value)
+    return None
+
+
+def embedding_fields(embedding: Embedding | None) -> dict[str, Any]:
+    """The document fields that hold ``embedding`` (none for ``None``)."""
+    if embedding is None:
+        return {}
+    out: dict[str, Any] = {"embed_model": embedding.model, "dims": embedding.dims}
+    names = sorted(embedding.vectors)
+    if names:
+        primary = WHOLE if WHOLE in embedding.vectors else names[0]
+        out["vector"] = binary_vector(embedding.vectors[primary])
+        out["vector_field"] = primary
+        others = [
+            {"field": f, "vector": binary_vector(embedding.vectors[f])}
+            for f in names
+            if f != primary
+        ]
+        if others:
+            out["vectors"] = others
+    return out
+
+
+def _blobs(doc: dict[str, Any], dims: int) -> list[bytes]:
+    found = [_packed(doc.get("vector"), dims)]
+    found += [_packed(v.get("vector"), dims) for v in doc.get("vectors") or ()]
+    return [b for b in found if b is not None]
+
+
+def search_vectors(
+    namespace: str, scope: str, query: Sequence[float], model: str, limit: int
+) -> Plan[list[Fact]]:
+    """Exact cosine search over the scope's facts embedded by ``model`` with ``len(query)``
+    dimensions: one query on the index ``(scope, namespace, key)`` that projects only the
+    vectors and what breaks ties, ranked here (:mod:`memory_adapters.exact_vectors`: numpy
+    when importable), then one ``_id`` lookup of the winners' values. Linear in the scope's
+    embedded facts; other scopes cost nothing."""
+    dims = len(query)
+    if limit <= 0 or dims == 0:
+        return []
+    where = {
+        "scope": scope,
+        "namespace": namespace,
+        "expires_at": _live(time.time()),
+        "embed_model": model,
+        "dims": dims,
+    }
+    projection = {"_id": 1, "key": 1, "importance": 1, "updated_at": 1, "vector": 1, "vectors": 1}
+    docs = yield Op(FACTS, "find", (where,), {"projection": projection})
+    rows = [(i, blob) for i, d in enumerate(docs) for blob in _blobs(d, dims)]
+    kept = screen(query, rows, limit)
+    picked = list(kept)
+    candidates = [
+        Candidate(
+            float(docs[i]["importance"]), float(docs[i]["updated_at"]), docs[i]["key"], kept[i]
+        )
+        for i in picked
+    ]
+    best = [(picked[j], score) for j, score in order(query, candidates, limit)]
+    if not best:
+        return []
+    ids = [docs[i]["_id"] for i, _ in best]
+    again = {"_id": {"$in": ids}, "expires_at": _live(time.time())}
+    full = yield Op(FACTS, "find", (again,), {"projection": {**_FIELDS, "_id": 1}})
+    by_id = {d["_id"]: d for d in full}
+    return [_fact(by_id[docs[i]["_id"]], s) for i, s in best if docs[i]["_id"] in by_id]
+
+
+def atlas_pipeline(
+    namespace: str,
+    scope: str,
+    query: Sequence[float],
+    model: str,
+    limit: int,
+    *,
+    index: str,
+    num_candidates: int | None,
+    now: float,
+) -> list[dict[str, Any]]:
+    """The aggregation a search sends with ``vector_search="atlas"``: a ``$vectorSearch``
+    stage on index ``index`` (path ``vector``, pre-filtered on the scope, namespace, model
+    and dimensions), expired facts dropped, the value fields and the score projected."""
+    candidates = num_candidates if num_candidates is not None else min(10000, max(100, 20 * limit))
+    return [
+        {
+            "$vectorSearch": {
+                "index": index,
+                "path": "vector",
+                "queryVector": [float(x) for x in query],
+                "numCandidates": max(candidates, limit),
+                "limit": limit,
+                "filter": {
+                    "scope": {"$eq": scope},
+                    "namespace": {"$eq": namespace},
+                    "embed_model": {"$eq": model},
+                    "dims": {"$eq": len(query)},
+                },
+            }
+        },
+        {"$match": {"expires_at": _live(now)}},
+        {"$project": {**_FIELDS, "score": {"$meta": "vectorSearchScore"}}},
+    ]
+
+
+def atlas_search(
+    namespace: str,
+    scope: str,
+    query: Sequence[float],
+    model: str,
+    limit: int,
+    *,
+    index: str,
+    num_candidates: int | None,
+) -> Plan[list[Fact]]:
+    """Vector search through Atlas Vector Search (:func:`atlas_pipeline`). The index's
+    ``dotProduct`` score, ``(1 + cosine) / 2``, is turned back into the cosine; ties are
+    ordered as the exact path orders them."""
+    if limit <= 0 or not query:
+        return []
+    pipeline = atlas_pipeline(
+        namespace,
+        scope,
+        query,
+        model,
+        limit,
+        index=index,
+        num_candidates=num_candidates,
+        now=time.time(),
+    )
+    docs = yield Op(FACTS, "aggregate", (pipeline,))
+    scored = [
+        (
+            -(2.0 * float(d["score"]) - 1.0),
+            -float(d["importance"]),
+            -float(d["updated_at"]),
+            d["key"],
+            d,
+        )
+        for d in docs
+    ]
+    scored.sort(key=lambda s: s[:4])
+    return [_fact(d, -neg) for neg, _, _, _, d in scored[:limit]]
+
+
+def to_embed(namespace: str, scope: str, model: str, limit: int) -> Plan[list[Fact]]:
+    """Unexpired facts of a scope not embedded by ``model``, by key, at most ``limit``."""
+    where = {
+        "scope": scope,
+        "namespace": namespace,
+        "expires_at": _live(time.time()),
+        "embed_model": {"$ne": model},  # also matches facts with no embed_model
+    }
+    docs = yield Op(
+        FACTS, "find", (where,), {"projection": _FIELDS, "sort": [("key", 1)], "limit": limit}
+    )
+    return [_fact(d) for d in docs]
+
+
+def set_embedding(
+    namespace: str, scope: str, key: str, version: int, embedding: Embedding
+) -> Plan[bool]:
+    """Replace a fact's embedding if it is live and still at ``version``; its version, times
+    and ``rev`` stay as they are (a concurrent write replaces the embedding anyway)."""
+    where = {**_where(namespace, scope, key), "version": version, "expires_at": _live(time.time())}
+    embedded = embedding_fields(embedding)
+    update: dict[str, Any] = {"$set": embedded}
+    unset = {f: "" for f in _EMBEDDING if f not in embedded}
+    if unset:
+        update["$unset"] = unset
+    result = yield Op(FACTS, "update_one", (where, update))
+    return bool(result.matched_count == 1)
 
 
 def scopes(namespace: str, prefix: str, limit: int | None) -> Plan[list[str]]:

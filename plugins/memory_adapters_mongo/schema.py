@@ -94,6 +94,10 @@ TEXT_INDEX = Index(
 
 TEXT_SEARCH_MODES = ("auto", "text", "words")
 
+VECTOR_SEARCH_MODES = ("exact", "atlas")
+"""``exact``: cosine computed by the store over one scope's vectors (any server);
+``atlas``: a ``$vectorSearch`` stage on an Atlas Vector Search index (see docs/mongodb.md)."""
+
 
 def ensure(text_search: str) -> Plan[bool]:
     """Ping the server, create the indexes, and decide how facts are searched.

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from memory_adapters.embedders import Embedding
 from memory_adapters.errors import InvalidId, InvalidInput
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
@@ -23,7 +24,7 @@ from memory_adapters.validation import MAX_INT, describe
 from . import facts, log
 from .clients import Clients
 from .ops import Handles, Plan, run_async, run_sync
-from .schema import MAX_DOCUMENT_BYTES, TEXT_SEARCH_MODES, ensure
+from .schema import MAX_DOCUMENT_BYTES, TEXT_SEARCH_MODES, VECTOR_SEARCH_MODES, ensure
 
 T = TypeVar("T")
 
@@ -56,6 +57,32 @@ def _number(value: object, what: str) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
+def _floats(value: object, what: str) -> list[float]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise InvalidInput(f"{what} must be a sequence of numbers, not {type(value).__name__}")
+    return [_number(x, what) for x in value]
+
+
+def _embedding(value: object) -> Embedding | None:
+    """``value`` checked to be an :class:`Embedding` of plain values (or ``None``): a str
+    model, int dimensions and str field names, each with a vector of that many numbers."""
+    if value is None:
+        return None
+    if not isinstance(value, Embedding):
+        raise InvalidInput(f"embedding must be an Embedding, not {type(value).__name__}")
+    model = _text(value.model, "embedding model")
+    dims = _int(value.dims, "embedding dims")
+    if not isinstance(value.vectors, Mapping):
+        raise InvalidInput("embedding vectors must be a mapping of field names to vectors")
+    vectors: dict[str, list[float]] = {}
+    for field, vector in value.vectors.items():
+        checked = _floats(vector, "an embedding vector")
+        if len(checked) != dims:
+            raise InvalidInput(f"an embedding vector of {len(checked)} dimensions, not {dims}")
+        vectors[_text(field, "embedding field")] = checked
+    return Embedding(model, dims, vectors)
+
+
 def _entries(entries: Sequence[Entry]) -> list[Entry]:
     out = list(entries)
     if not out:
@@ -81,9 +108,13 @@ class MongoStore(Store):
     :mod:`memory_adapters_mongo.clients` for which client serves which call.
 
     ``text_search``: ``"auto"`` (``$text`` where the server supports it, else the word-list
-    fallback), ``"text"`` or ``"words"``. ``client_options``: more keyword arguments for the
-    clients the store opens. ``max_document_bytes``: writes over it are refused with
-    ``ValueTooLarge`` before they are sent (MongoDB's own limit, 16 MiB, by default).
+    fallback), ``"text"`` or ``"words"``. ``vector_search``: ``"exact"`` (cosine computed
+    here over the scope's vectors; any server) or ``"atlas"`` (a ``$vectorSearch`` stage on
+    the Atlas Vector Search index named ``atlas_index``, considering ``atlas_num_candidates``
+    candidates, 20 per result by default; see docs/mongodb.md). ``client_options``: more
+    keyword arguments for the clients the store opens. ``max_document_bytes``: writes over
+    it are refused with ``ValueTooLarge`` before they are sent (MongoDB's own limit, 16 MiB,
+    by default).
     """
 
     scheme = "mongodb"
@@ -98,12 +129,26 @@ class MongoStore(Store):
         database: str | None = None,
         timeout: float | None = None,
         text_search: str = "auto",
+        vector_search: str = "exact",
+        atlas_index: str = "ma_facts_vectors",
+        atlas_num_candidates: int | None = None,
         client_options: Mapping[str, Any] | None = None,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
     ) -> None:
         if text_search not in TEXT_SEARCH_MODES:
             raise InvalidInput(
                 f"text_search must be one of {TEXT_SEARCH_MODES}, not {text_search!r}"
+            )
+        if vector_search not in VECTOR_SEARCH_MODES:
+            raise InvalidInput(
+                f"vector_search must be one of {VECTOR_SEARCH_MODES}, not {vector_search!r}"
+            )
+        self.vector_search = vector_search
+        self.atlas_index = _text(atlas_index, "atlas_index")
+        self.atlas_num_candidates = _opt_int(atlas_num_candidates, "atlas_num_candidates")
+        if self.atlas_num_candidates is not None and not (1 <= self.atlas_num_candidates <= 10000):
+            raise InvalidInput(
+                f"atlas_num_candidates must be 1 to 10000, not {atlas_num_candidates!r}"
             )
         if timeout is not None and (_number(timeout, "timeout") <= 0):
             raise InvalidInput(f"timeout must be a positive number of seconds, not {timeout!r}")
@@ -225,8 +270,10 @@ class MongoStore(Store):
         importance: float,
         expires_at: float | None,
         expected_version: int | None,
+        embedding: Embedding | None,
     ) -> Callable[[], Plan[Fact]]:
         namespace, scope, key = self._fact_key(namespace, scope, key)
+        checked = _embedding(embedding)
         data = _text(data, "data")
         text = _text(text, "text")
         importance = _number(importance, "importance")
@@ -242,6 +289,7 @@ class MongoStore(Store):
             expires_at=expires_at,
             expected_version=expected_version,
             max_bytes=self.max_document_bytes,
+            embedding=checked,
         )
 
     @staticmethod
@@ -256,6 +304,43 @@ class MongoStore(Store):
         checked = [_text(t, "search term") for t in terms]
         limit = _int(limit, "limit")
         return lambda: facts.search(namespace, scope, checked, limit, bool(self._use_text))
+
+    def _search_vectors(
+        self, namespace: str, scope: str, vector: Sequence[float], model: str, limit: int
+    ) -> Callable[[], Plan[list[Fact]]]:
+        namespace, scope, _ = self._fact_key(namespace, scope, "-")
+        query = _floats(vector, "vector")
+        model = _text(model, "model")
+        limit = _int(limit, "limit")
+        if self.vector_search == "atlas":
+            return lambda: facts.atlas_search(
+                namespace,
+                scope,
+                query,
+                model,
+                limit,
+                index=self.atlas_index,
+                num_candidates=self.atlas_num_candidates,
+            )
+        return lambda: facts.search_vectors(namespace, scope, query, model, limit)
+
+    def _to_embed(
+        self, namespace: str, scope: str, model: str, limit: int
+    ) -> Callable[[], Plan[list[Fact]]]:
+        namespace, scope, _ = self._fact_key(namespace, scope, "-")
+        model = _text(model, "model")
+        limit = _int(limit, "limit")
+        return lambda: facts.to_embed(namespace, scope, model, limit)
+
+    def _set_embedding(
+        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
+    ) -> Callable[[], Plan[bool]]:
+        namespace, scope, key = self._fact_key(namespace, scope, key)
+        version = _int(version, "version")
+        checked = _embedding(embedding)
+        if checked is None:
+            raise InvalidInput("set_fact_embedding needs an Embedding, not None")
+        return lambda: facts.set_embedding(namespace, scope, key, version, checked)
 
     # -- conversation log ----------------------------------------------------------------
 
@@ -315,10 +400,19 @@ class MongoStore(Store):
         importance: float = 0.0,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        embedding: Embedding | None = None,
     ) -> Fact:
         return self._run(
             self._put_fact(
-                namespace, scope, key, data, text, importance, expires_at, expected_version
+                namespace,
+                scope,
+                key,
+                data,
+                text,
+                importance,
+                expires_at,
+                expected_version,
+                embedding,
             )
         )
 
@@ -355,6 +449,29 @@ class MongoStore(Store):
         self, namespace: str, prefix: str, *, limit: int | None = None
     ) -> list[str]:
         return self._run(self._scopes(namespace, prefix, limit))
+
+    def search_fact_vectors(
+        self,
+        namespace: str,
+        scope: str,
+        vector: Sequence[float],
+        *,
+        model: str,
+        limit: int = 10,
+    ) -> list[Fact]:
+        """Exact cosine over the scope's vectors (:func:`.facts.search_vectors`), or Atlas
+        Vector Search with ``vector_search="atlas"`` (:func:`.facts.atlas_search`)."""
+        return self._run(self._search_vectors(namespace, scope, vector, model, limit))
+
+    def facts_to_embed(
+        self, namespace: str, scope: str, model: str, *, limit: int = 256
+    ) -> list[Fact]:
+        return self._run(self._to_embed(namespace, scope, model, limit))
+
+    def set_fact_embedding(
+        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
+    ) -> bool:
+        return self._run(self._set_embedding(namespace, scope, key, version, embedding))
 
     def prune(self) -> int:
         return self._run(facts.prune)
@@ -415,10 +532,19 @@ class MongoStore(Store):
         importance: float = 0.0,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        embedding: Embedding | None = None,
     ) -> Fact:
         return await self._arun(
             self._put_fact(
-                namespace, scope, key, data, text, importance, expires_at, expected_version
+                namespace,
+                scope,
+                key,
+                data,
+                text,
+                importance,
+                expires_at,
+                expected_version,
+                embedding,
             )
         )
 
@@ -449,6 +575,27 @@ class MongoStore(Store):
         self, namespace: str, prefix: str, *, limit: int | None = None
     ) -> list[str]:
         return await self._arun(self._scopes(namespace, prefix, limit))
+
+    async def asearch_fact_vectors(
+        self,
+        namespace: str,
+        scope: str,
+        vector: Sequence[float],
+        *,
+        model: str,
+        limit: int = 10,
+    ) -> list[Fact]:
+        return await self._arun(self._search_vectors(namespace, scope, vector, model, limit))
+
+    async def afacts_to_embed(
+        self, namespace: str, scope: str, model: str, *, limit: int = 256
+    ) -> list[Fact]:
+        return await self._arun(self._to_embed(namespace, scope, model, limit))
+
+    async def aset_fact_embedding(
+        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
+    ) -> bool:
+        return await self._arun(self._set_embedding(namespace, scope, key, version, embedding))
 
     async def aprune(self) -> int:
         return await self._arun(facts.prune)

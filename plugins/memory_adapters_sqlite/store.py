@@ -6,6 +6,12 @@
   a token budget is a range on the index ``(conversation, start_tokens)``.
 * Fact search uses an FTS5 table whose rows also carry an ``owner`` token (a hash of the
   namespace and scope), so a search only ever matches the scope's own facts.
+* Fact vectors (semantic recall) live in ``ma_fact_vectors``, one row per (fact, field): the
+  model, the dimensions and the vector as little-endian float32 bytes; ``ma_facts.embed_model``
+  names the model that embedded the fact (``NULL``: none). A trigger deletes a fact's vectors
+  with it. A search reads one scope's vectors of one model and dimensions and ranks them
+  exactly (:mod:`memory_adapters.exact_vectors`: numpy when importable, else pure Python):
+  linear in the scope's facts, with no extension to load.
 * The scopes under a prefix (``list_fact_scopes``) are listed by a skip scan of the unique
   index ``(namespace, scope, key)``: one index seek per distinct scope (:func:`scopes_sql`).
 * A database file deleted or replaced while the store has it open would silently take later
@@ -28,12 +34,12 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from memory_adapters.embedders import Embedding
 from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
+from memory_adapters.exact_vectors import Candidate, order, pack, screen
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.store import Store, prefix_upper_bound, store_closed
-
-SCHEMA_VERSION = 1
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ma_conversations (
@@ -84,6 +90,42 @@ CREATE VIRTUAL TABLE IF NOT EXISTS ma_facts_fts USING fts5(
     owner, text, tokenize = 'unicode61 remove_diacritics 2'
 );
 """
+"""Version 1: the conversation log, summaries, facts and their full-text index."""
+
+VECTORS = """
+ALTER TABLE ma_facts ADD COLUMN embed_model TEXT;
+CREATE TABLE IF NOT EXISTS ma_fact_vectors (
+    fact_id INTEGER NOT NULL,
+    field TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    model TEXT NOT NULL,
+    dims INTEGER NOT NULL,
+    expires_at REAL,
+    vector BLOB NOT NULL,
+    UNIQUE (fact_id, field)
+);
+CREATE INDEX IF NOT EXISTS ma_fact_vectors_search
+    ON ma_fact_vectors (owner, model, dims, expires_at);
+CREATE TRIGGER IF NOT EXISTS ma_fact_vectors_gone AFTER DELETE ON ma_facts BEGIN
+    DELETE FROM ma_fact_vectors WHERE fact_id = old.id;
+END;
+"""
+"""Version 2: fact embeddings. ``ma_facts.embed_model`` is the model that embedded a fact
+(``NULL``: none; set with no vectors: deliberately unindexed by that model);
+``ma_fact_vectors`` holds one float32 vector per indexed field, with the fact's scope (as its
+``owner`` hash) and expiry copied, so that a search is one range of the index
+``(owner, model, dims, expires_at)`` and reads nothing but vectors. (It is a rowid table:
+rows of a vector of up to ~1,000 dimensions stay on their page, where a ``WITHOUT ROWID``
+table would spill every vector of 256 dimensions or more to an overflow page.) A fact's
+vectors are rewritten whenever its expiry can change (every ``put_fact``). The trigger
+deletes a fact's vectors with the fact (expiry, ``delete_fact``, ``prune``)."""
+
+MIGRATIONS = (SCHEMA, VECTORS)
+"""The scripts that bring a database from version ``i`` (``PRAGMA user_version``) to
+``i + 1``, in order. A new database runs them all; an existing one the ones it lacks, in one
+transaction. Add a script to change the schema; never edit one that was released."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
 
 _MSG = "seq, data, tokens, batch, run_id, created_at"
 _FACT = "key, data, version, importance, created_at, updated_at, expires_at"
@@ -115,8 +157,36 @@ def scopes_sql(*, bounded: bool) -> str:
     )
 
 
+def _statements(script: str) -> list[str]:
+    """The statements of a migration script (``sqlite3.complete_statement`` keeps a
+    trigger's body, which has semicolons of its own, in one statement)."""
+    out: list[str] = []
+    current = ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            out.append(current.strip())
+            current = ""
+    if current.strip():
+        out.append(current.strip())
+    return out
+
+
 def _owner(namespace: str, scope: str) -> str:
     return "o" + hashlib.sha256(f"{namespace}\x00{scope}".encode()).hexdigest()[:32]
+
+
+def _insert_vectors(
+    db: sqlite3.Connection, fact_id: int, owner: str, expires_at: float | None, embedding: Embedding
+) -> None:
+    db.executemany(
+        "INSERT INTO ma_fact_vectors (fact_id, field, owner, model, dims, expires_at, vector) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (fact_id, field, owner, embedding.model, embedding.dims, expires_at, pack(vector))
+            for field, vector in embedding.vectors.items()
+        ],
+    )
 
 
 def _record(row: tuple[Any, ...]) -> Record:
@@ -250,8 +320,8 @@ class SQLiteStore(Store):
         try:
             (version,) = db.execute("PRAGMA user_version").fetchone()
             if version < SCHEMA_VERSION:
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
+                for script in MIGRATIONS[version:]:
+                    for statement in _statements(script):
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except BaseException:
@@ -438,8 +508,10 @@ class SQLiteStore(Store):
         importance: float = 0.0,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        embedding: Embedding | None = None,
     ) -> Fact:
         now = time.time()
+        model = None if embedding is None else embedding.model
         with self._write() as db:
             current = self._current(db, namespace, scope, key, now)
             version = 0 if current is None else current[1]
@@ -449,21 +521,27 @@ class SQLiteStore(Store):
                 created = now
                 fact_id = db.execute(
                     "INSERT INTO ma_facts (namespace, scope, key, data, version, importance, "
-                    "created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)",
-                    (namespace, scope, key, data, importance, now, now, expires_at),
+                    "created_at, updated_at, expires_at, embed_model) "
+                    "VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
+                    (namespace, scope, key, data, importance, now, now, expires_at, model),
                 ).lastrowid
+                assert fact_id is not None
             else:
                 fact_id, _, created = current
                 db.execute(
                     "UPDATE ma_facts SET data = ?, version = version + 1, importance = ?, "
-                    "updated_at = ?, expires_at = ? WHERE id = ?",
-                    (data, importance, now, expires_at, fact_id),
+                    "updated_at = ?, expires_at = ?, embed_model = ? WHERE id = ?",
+                    (data, importance, now, expires_at, model, fact_id),
                 )
                 db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (fact_id,))
+                db.execute("DELETE FROM ma_fact_vectors WHERE fact_id = ?", (fact_id,))
             db.execute(
                 "INSERT INTO ma_facts_fts (rowid, owner, text) VALUES (?, ?, ?)",
                 (fact_id, _owner(namespace, scope), text),
             )
+            if embedding is not None:
+                owner = _owner(namespace, scope)
+                _insert_vectors(db, fact_id, owner, expires_at, embedding)
         return Fact.from_row(key, data, version + 1, importance, created, now, expires_at)
 
     def get_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
@@ -516,6 +594,79 @@ class SQLiteStore(Store):
                 (query, namespace, scope, time.time(), limit),
             ).fetchall()
         return [_fact(r[:7], -float(r[7])) for r in rows]
+
+    # -- fact embeddings ---------------------------------------------------------------------
+
+    def search_fact_vectors(
+        self,
+        namespace: str,
+        scope: str,
+        vector: Sequence[float],
+        *,
+        model: str,
+        limit: int = 10,
+    ) -> list[Fact]:
+        """Exact cosine search: one range of the index ``(owner, model, dims, expires_at)``
+        reads the scope's live vectors of ``model`` and ``len(vector)`` dimensions (nothing
+        else), :func:`memory_adapters.exact_vectors.screen` keeps the facts that can be in
+        the result (numpy when importable), and only those facts are read and ranked
+        exactly. The cost is linear in the scope's vectors (see docs/stores.md for measured
+        times); other scopes cost nothing."""
+        query = [float(x) for x in vector]
+        if limit <= 0 or not query:
+            return []
+        with self._connection() as db:
+            db.execute("BEGIN")  # one snapshot for both reads
+            try:
+                rows = db.execute(
+                    "SELECT fact_id, vector FROM ma_fact_vectors WHERE owner = ? AND model = ? "
+                    "AND dims = ? AND (expires_at IS NULL OR expires_at > ?)",
+                    (_owner(namespace, scope), model, len(query), time.time()),
+                ).fetchall()
+                kept = screen(query, rows, limit)
+                ids = list(kept)
+                facts = []
+                for at in range(0, len(ids), 500):  # within SQLite's limit of parameters
+                    chunk = ids[at : at + 500]
+                    facts += db.execute(
+                        f"SELECT id, {_FACT} FROM ma_facts WHERE namespace = ? AND scope = ? "
+                        f"AND id IN ({', '.join('?' * len(chunk))})",
+                        (namespace, scope, *chunk),
+                    ).fetchall()
+            finally:
+                db.execute("COMMIT")
+        candidates = [Candidate(r[4], r[6], r[1], kept[r[0]]) for r in facts]
+        return [_fact(facts[i][1:], score) for i, score in order(query, candidates, limit)]
+
+    def facts_to_embed(
+        self, namespace: str, scope: str, model: str, *, limit: int = 256
+    ) -> list[Fact]:
+        with self._connection() as db:
+            rows = db.execute(
+                f"SELECT {_FACT} FROM ma_facts WHERE namespace = ? AND scope = ? "
+                "AND (embed_model IS NULL OR embed_model <> ?) "
+                "AND (expires_at IS NULL OR expires_at > ?) ORDER BY key LIMIT ?",
+                (namespace, scope, model, time.time(), limit),
+            ).fetchall()
+        return [_fact(r) for r in rows]
+
+    def set_fact_embedding(
+        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
+    ) -> bool:
+        with self._write() as db:
+            row = db.execute(
+                "SELECT id, expires_at FROM ma_facts WHERE namespace = ? AND scope = ? AND key = ? "
+                "AND version = ? AND (expires_at IS NULL OR expires_at > ?)",
+                (namespace, scope, key, version, time.time()),
+            ).fetchone()
+            if row is None:
+                return False
+            db.execute(
+                "UPDATE ma_facts SET embed_model = ? WHERE id = ?", (embedding.model, row[0])
+            )
+            db.execute("DELETE FROM ma_fact_vectors WHERE fact_id = ?", (row[0],))
+            _insert_vectors(db, row[0], _owner(namespace, scope), row[1], embedding)
+        return True
 
     def list_fact_scopes(
         self, namespace: str, prefix: str, *, limit: int | None = None

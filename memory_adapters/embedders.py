@@ -22,8 +22,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-import operator
-from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -165,41 +163,6 @@ def _as_lists(result: Any) -> list[list[float]]:
     if hasattr(result, "tolist"):
         result = result.tolist()
     return [list(v.tolist() if hasattr(v, "tolist") else v) for v in result]
-
-
-def pack(vector: Sequence[float]) -> bytes:
-    """A vector as float32 bytes (machine order): how the built-in stores without a vector
-    type keep it, 4 bytes a dimension."""
-    return array("f", vector).tobytes()
-
-
-def unpack(data: bytes) -> list[float]:
-    """The vector :func:`pack` made."""
-    values = array("f")
-    values.frombytes(data)
-    return values.tolist()
-
-
-def similarities(query: Sequence[float], packed: Sequence[bytes]) -> list[float]:
-    """The dot product of unit vector ``query`` with each :func:`pack`-ed unit vector of the
-    same dimensions (their cosine similarity), in order: an exact scan, linear in the number
-    of vectors; with numpy when it is installed (one matrix product over the joined bytes),
-    else in pure Python."""
-    if not packed:
-        return []
-    try:
-        import numpy as np
-    except ImportError:  # pragma: no cover - numpy comes with the embeddings extra
-        q = [float(x) for x in query]
-        out = []
-        for data in packed:
-            values = array("f")
-            values.frombytes(data)
-            out.append(sum(map(operator.mul, values, q)))
-        return out
-    matrix = np.frombuffer(b"".join(packed), dtype=np.float32).reshape(len(packed), -1)
-    scores: list[float] = (matrix @ np.asarray(query, dtype=np.float32)).tolist()
-    return scores
 
 
 def check_vectors(vectors: Any, count: int, name: str) -> list[list[float]]:

@@ -247,7 +247,7 @@ def test_a_pydantic_ai_agent_finds_a_fact_by_meaning(tmp_path: Path) -> None:
     def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
         returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
         if returns:
-            found.append(json.loads(returns[0].content))
+            found.append(json.loads(str(returns[0].content)))
             return ModelResponse(parts=[TextPart("done")])
         prompt = messages[-1].parts[-1].content
         if "favourite" in prompt:
@@ -268,6 +268,7 @@ def test_a_pydantic_ai_agent_finds_a_fact_by_meaning(tmp_path: Path) -> None:
 def test_a_langchain_agent_finds_a_fact_by_meaning() -> None:
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.runnables import RunnableConfig
 
     from memory_adapters.langchain import MemoryMiddleware
     from memory_adapters.testing.langchain import ScriptedChatModel
@@ -287,9 +288,7 @@ def test_a_langchain_agent_finds_a_fact_by_meaning() -> None:
         ]
     )
     agent = create_agent(model, middleware=[MemoryMiddleware(memory)])
-    out = agent.invoke(
-        {"messages": [("user", "What should I drink?")]},
-        {"configurable": {"thread_id": "t1", "user_id": "alice"}},
-    )
+    config: RunnableConfig = {"configurable": {"thread_id": "t1", "user_id": "alice"}}
+    out = agent.invoke({"messages": [{"role": "user", "content": "What should I drink?"}]}, config)
     results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert json.loads(str(results[0].content))[0]["key"] == "favourite_tea"

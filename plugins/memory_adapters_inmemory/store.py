@@ -19,8 +19,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from memory_adapters.embedders import Embedding, pack, similarities
+from memory_adapters.embedders import Embedding
 from memory_adapters.errors import AppendConflict, VersionConflict
+from memory_adapters.exact_vectors import Candidate, order, pack, screen
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.store import Store, store_closed
@@ -337,23 +338,24 @@ class InMemoryStore(Store):
     ) -> list[Fact]:
         self._check_open()
         now = time.time()
-        dims = len(vector)
+        query = [float(x) for x in vector]
         with self._lock:
-            owners: list[tuple[str, _FactRow]] = []
-            packed: list[bytes] = []
-            for key, row in self._facts.get((namespace, scope), {}).items():
-                if row.embed_model == model and row.dims == dims and row.live(now):
-                    owners.extend((key, row) for _ in row.vectors)
-                    packed.extend(row.vectors)
-        best: dict[str, tuple[float, _FactRow]] = {}
-        for (key, row), score in zip(owners, similarities(vector, packed), strict=True):
-            if key not in best or score > best[key][0]:
-                best[key] = (score, row)
-        order = sorted(
-            best.items(),
-            key=lambda kv: (-kv[1][0], -kv[1][1].importance, -kv[1][1].updated_at, kv[0]),
-        )
-        return [row.fact(key, float(score)) for key, (score, row) in order[:limit]]
+            live = [
+                (key, row)
+                for key, row in self._facts.get((namespace, scope), {}).items()
+                if row.embed_model == model and row.dims == len(query) and row.live(now)
+            ]
+        rows = [(i, blob) for i, (_, row) in enumerate(live) for blob in row.vectors]
+        kept = screen(query, rows, limit)
+        ids = list(kept)
+        candidates = [
+            Candidate(live[i][1].importance, live[i][1].updated_at, live[i][0], kept[i])
+            for i in ids
+        ]
+        return [
+            live[ids[at]][1].fact(live[ids[at]][0], score)
+            for at, score in order(query, candidates, limit)
+        ]
 
     def facts_to_embed(
         self, namespace: str, scope: str, model: str, *, limit: int = 256

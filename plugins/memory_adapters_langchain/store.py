@@ -148,7 +148,14 @@ from memory_adapters.errors import (
     Unsupported,
     VersionConflict,
 )
-from memory_adapters.facts import Fact, Facts, embed_plan, search_text, supports_vectors
+from memory_adapters.facts import (
+    Fact,
+    Facts,
+    embed_plan,
+    search_text,
+    supports_vectors,
+    write_fact,
+)
 from memory_adapters.memory import Memory
 from memory_adapters.scope import Scope
 from memory_adapters.steps import EmbedCall, Plan, StoreCall, drive_async, drive_sync
@@ -741,20 +748,18 @@ class MemoryStore(BaseStore):
         importance: float = 0.0,
     ) -> Plan[Fact]:
         """``Facts._put`` with the embedding made here (the store's fields, batched)."""
-        data = dumps(value, "value", MAX_VALUE_BYTES)
-        options: dict[str, Any] = {
-            "text": search_text(key, value),
-            "importance": importance,
-            "expires_at": None if ttl is None else time.time() + ttl,
-            "expected_version": expected_version,
-        }
-        if embedding is not None:  # a store without vectors never sees the argument
-            options["embedding"] = embedding
-        fact: Fact = yield StoreCall("put_fact", (self.namespace, where.scope, key, data), options)
-        step = self.memory.hooks.fact_stored(where.hook_scope, fact)
-        if step is not None:
-            yield step
-        return fact
+        return (
+            yield from write_fact(
+                self.memory,
+                where.hook_scope,
+                (self.namespace, where.scope, key, dumps(value, "value", MAX_VALUE_BYTES)),
+                text=search_text(key, value),
+                importance=importance,
+                expires_at=None if ttl is None else time.time() + ttl,
+                expected_version=expected_version,
+                embedding=embedding,
+            )
+        )
 
     def _embed_missing(self, where: _Where) -> Plan[None]:
         """Embed, by the index's fields, the facts of a scope that have no vectors of the

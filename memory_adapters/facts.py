@@ -221,6 +221,35 @@ def embed_plan(
     return out
 
 
+def write_fact(
+    memory: Memory,
+    hook_scope: Scope,
+    where: tuple[str, str, str, str],
+    *,
+    text: str,
+    importance: float,
+    expires_at: float | None,
+    expected_version: int | None,
+    embedding: Embedding | None,
+) -> Plan[Fact]:
+    """Write a validated fact — ``where`` is (namespace, scope, key, value as JSON text) —
+    with its embedding, and tell the ``fact_stored`` hook (with ``hook_scope``). Every writer
+    of facts goes through here: :class:`Facts` and the LangGraph store."""
+    options: dict[str, Any] = {
+        "text": text,
+        "importance": importance,
+        "expires_at": expires_at,
+        "expected_version": expected_version,
+    }
+    if embedding is not None:  # a store without vectors never sees the argument
+        options["embedding"] = embedding
+    fact: Fact = yield StoreCall("put_fact", where, options)
+    step = memory.hooks.fact_stored(hook_scope, fact)
+    if step is not None:
+        yield step
+    return fact
+
+
 def _warn(message: str) -> None:
     warnings.warn(message, EmbeddingWarning, stacklevel=6)
 
@@ -286,19 +315,18 @@ class Facts:
                 _warn(f"{vectors}; fact {key!r} is stored and will be embedded when searched")
             else:
                 embedding = Embedding(embedder.name, len(vectors[0]), {WHOLE: vectors[0]})
-        options: dict[str, Any] = {
-            "text": text,
-            "importance": importance,
-            "expires_at": expires,
-            "expected_version": expected_version,
-        }
-        if embedding is not None:  # a store without vectors never sees the argument
-            options["embedding"] = embedding
-        fact: Fact = yield StoreCall("put_fact", (self.namespace, self._owner, key, data), options)
-        step = self._memory.hooks.fact_stored(self.scope, fact)
-        if step is not None:
-            yield step
-        return fact
+        return (
+            yield from write_fact(
+                self._memory,
+                self.scope,
+                (self.namespace, self._owner, key, data),
+                text=text,
+                importance=importance,
+                expires_at=expires,
+                expected_version=expected_version,
+                embedding=embedding,
+            )
+        )
 
     def _get(self, key: str) -> Plan[Fact | None]:
         check_id(key, "key")

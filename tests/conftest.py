@@ -72,6 +72,43 @@ def postgres_url() -> Iterator[str]:
         server.cleanup()
 
 
+REQUIRE_PGVECTOR = "MEMORY_ADAPTERS_REQUIRE_PGVECTOR"
+
+
+@pytest.fixture(scope="session")
+def pgvector_url() -> Iterator[str]:
+    """A PostgreSQL server with the pgvector extension for the session:
+    ``MEMORY_ADAPTERS_PGVECTOR_URL`` if set, else the PostgreSQL 16 of the ``pgserver`` wheel
+    (a dev dependency) started in a temporary directory, the extension created in its
+    database. Where none can be had the tests using it skip, unless
+    ``MEMORY_ADAPTERS_REQUIRE_PGVECTOR=1`` (set by CI), which makes that a failure."""
+    given = os.environ.get("MEMORY_ADAPTERS_PGVECTOR_URL")
+    if given:
+        yield given
+        return
+    from memory_adapters.testing.postgres_server import PostgresUnavailable, TemporaryPostgres
+
+    server = TemporaryPostgres(
+        {"fsync": "off", "synchronous_commit": "off", "max_connections": "200"},
+        binaries="pgserver",
+    )
+    try:
+        server.start()
+        import psycopg
+
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except (PostgresUnavailable, OSError) as exc:
+        server.cleanup()
+        if os.environ.get(REQUIRE_PGVECTOR) == "1":
+            pytest.fail(f"no PostgreSQL server with pgvector could be started: {exc}")
+        pytest.skip(f"no PostgreSQL server with pgvector could be started: {exc}")
+    try:
+        yield server.url
+    finally:
+        server.cleanup()
+
+
 @pytest.fixture(scope="session")
 def postgres_password_server() -> Iterator[Any]:
     """A second temporary PostgreSQL server, started on first use, on which every TCP

@@ -15,6 +15,7 @@ from typing import Any
 import mongomock
 import psycopg
 import pytest
+from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import (
@@ -34,6 +35,7 @@ from memory_adapters_langchain.store import (
 from memory_adapters_mongo import MongoStore
 from memory_adapters_postgres import PostgresStore
 from mongomock_motor import AsyncMongoMockClient
+from stores import STORES, open_memory
 from typing_extensions import TypedDict
 
 from memory_adapters import (
@@ -47,8 +49,10 @@ from memory_adapters import (
     ValueTooLarge,
     hookimpl,
 )
-from memory_adapters.facts import Fact
+from memory_adapters.errors import EmbedderFailed
+from memory_adapters.facts import Fact, supports_vectors
 from memory_adapters.testing.conformance import HOSTILE_KEYS
+from memory_adapters.testing.embedders import ConceptEmbedder
 from memory_adapters.testing.langgraph import BaseStoreParity, view
 from memory_adapters.validation import MAX_ID_LENGTH, MAX_VALUE_BYTES
 
@@ -462,7 +466,9 @@ def test_bad_input_is_refused_and_nothing_is_lost(memory: Memory) -> None:
     refused("long namespace", InvalidNamespace, lambda: put(too_long, "k", {"v": 2}))
     refused("long namespace get", InvalidNamespace, lambda: store.get(too_long, "k"))
     refused("not in ns", InvalidNamespace, lambda: put(("new\nline",), "k", {"v": 2}))
-    refused("root label", InvalidNamespace, lambda: batch([PutOp(("langgraph",), "k", {})]))
+    # put refuses a "langgraph" root label (BaseStore's rule); a PutOp given to batch may have
+    # one, as in LangGraph's own stores
+    refused("root label", InvalidNamespaceError, lambda: put(("langgraph",), "k", {}))
     refused("empty ns", InvalidNamespace, lambda: batch([PutOp((), "k", {})]))
     refused(
         "listing label",
@@ -498,7 +504,7 @@ def test_bad_input_is_refused_and_nothing_is_lost(memory: Memory) -> None:
             store.abatch([PutOp(ALICE, "good", {"v": 1}), PutOp(ALICE, "bad", "x")])  # type: ignore[arg-type]
         ),
     )
-    refused("index", Unsupported, lambda: MemoryStore(memory, index={"dims": 3}))
+    refused("index without embed", InvalidInput, lambda: MemoryStore(memory, index={"dims": 3}))
     refused("sweep", Unsupported, lambda: MemoryStore(memory, ttl={"sweep_interval_minutes": 1}))
     refused("default ttl", InvalidTTL, lambda: MemoryStore(memory, ttl={"default_ttl": -1}))
     refused("user namespace", InvalidNamespace, lambda: MemoryStore(memory, user_namespace=()))
@@ -530,3 +536,319 @@ def test_hostile_keys_and_labels_round_trip(memory: Memory) -> None:
     assert sorted(store.list_namespaces()) == sorted(namespaces)
     assert store.list_namespaces(prefix=("%",)) == [("%", "_")]
     assert store.search(("_",)) == []
+
+
+# -- semantic search: LangGraph's index -----------------------------------------------------------
+
+
+class CountingEmbeddings(Embeddings):
+    """A LangChain ``Embeddings`` of :class:`ConceptEmbedder` vectors that records every text
+    it embeds (documents and queries apart)."""
+
+    def __init__(self) -> None:
+        self.concepts = ConceptEmbedder()
+        self.documents: list[str] = []
+        self.queries: list[str] = []
+        self.calls = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        self.documents.extend(texts)
+        return [self.concepts.vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.calls += 1
+        self.queries.append(text)
+        return self.concepts.vector(text)
+
+
+DIMS = len(ConceptEmbedder().vector("x"))
+
+
+@pytest.fixture(params=STORES)
+def any_memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    """A Memory (no embedder of its own) over each built-in store, MongoDB on mongomock."""
+    yield from open_memory(request.param, request, tmp_path)
+
+
+def _index(embed: Any, fields: list[str] | None = None) -> dict[str, Any]:
+    config: dict[str, Any] = {"dims": DIMS, "embed": embed}
+    if fields is not None:
+        config["fields"] = fields
+    return config
+
+
+def test_an_index_on_every_store(any_memory: Memory) -> None:
+    embeddings = CountingEmbeddings()
+    if not supports_vectors(any_memory.store):
+        # this store has no vector search (Store.search_fact_vectors) yet: said at once
+        with pytest.raises(Unsupported, match="cannot search by meaning"):
+            MemoryStore(any_memory, index=_index(embeddings))
+        store = MemoryStore(any_memory)  # keyword search still works
+        store.put(("docs",), "tea", {"text": "oolong tea"})
+        assert [i.key for i in store.search(("docs",), query="tea")] == ["tea"]
+        return
+    store = MemoryStore(any_memory, index=_index(embeddings, ["text"]))
+    store.put(("docs",), "tea", {"text": "I sip oolong every morning"})
+    store.put(("docs",), "city", {"text": "Lisbon is home"})
+    store.put(("docs", "pets"), "dog", {"text": "Rex the dog"})
+    found = store.search(("docs",), query="which beverage?")
+    assert found[0].key == "tea"
+    assert all(i.score is not None for i in found)
+    scores = [i.score for i in found]
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert found[0].score == pytest.approx(
+        dot_unit(
+            embeddings.concepts.vector("which beverage?"),
+            embeddings.concepts.vector("I sip oolong every morning"),
+        ),
+        abs=1e-5,
+    )  # cosine similarity, as LangGraph's stores score
+    assert [i.key for i in store.search(("docs",), query="a pet animal", limit=1)] == ["dog"]
+    assert [i.key for i in store.search(("docs", "pets"), query="a drink")] == ["dog"]
+
+
+def dot_unit(a: list[float], b: list[float]) -> float:
+    na = sum(x * x for x in a) ** 0.5
+    nb = sum(x * x for x in b) ** 0.5
+    return float(sum(x * y for x, y in zip(a, b, strict=True)) / (na * nb))
+
+
+def _vector_store(memory: Memory, **index: Any) -> MemoryStore | None:
+    """A MemoryStore with an index, or ``None`` (having checked it is refused) where the
+    store has no vector search."""
+    config = {"dims": DIMS, **index}
+    if not supports_vectors(memory.store):
+        with pytest.raises(Unsupported):
+            MemoryStore(memory, index=config)
+        return None
+    return MemoryStore(memory, index=config)
+
+
+def test_each_field_has_its_vector_and_the_best_one_scores(memory: Memory) -> None:
+    embeddings = CountingEmbeddings()
+    store = _vector_store(memory, embed=embeddings, fields=["title", "body", "tags[*]"])
+    if store is None:
+        return
+    store.put(("n",), "a", {"title": "dog", "body": "work at the bank", "tags": ["jazz"]})
+    store.put(("n",), "b", {"title": "lisbon", "body": "oolong tea", "tags": ["porto", "dog"]})
+    # one vector per field path; "tags[*]" gives one per element
+    assert sorted(embeddings.documents) == sorted(
+        ["dog", "work at the bank", "jazz", "lisbon", "oolong tea", "porto", "dog"]
+    )
+    by_key = {i.key: i.score for i in store.search(("n",), query="dog")}
+    assert set(by_key) == {"a", "b"}
+    # "a" matches through its title, "b" through one tag: both by their best field, fully
+    assert by_key["a"] == pytest.approx(1.0, abs=1e-5)
+    assert by_key["b"] == pytest.approx(1.0, abs=1e-5)
+    found = store.search(("n",), query="jazz music")
+    assert found[0].key == "a"
+    assert found[0].score is not None and found[1].score is not None
+    assert found[0].score > found[1].score
+    # "$" is the whole value as JSON, "*" every top-level value
+    whole = _vector_store(memory, embed=CountingEmbeddings(), fields=["$"])
+    assert whole is not None
+    whole.put(("w",), "k", {"b": "tea", "a": 1})
+    assert whole.embeddings is not None
+    assert whole.embeddings.documents == ['{"a": 1, "b": "tea"}']  # type: ignore[attr-defined]
+    star = _vector_store(memory, embed=CountingEmbeddings(), fields=["*"])
+    assert star is not None
+    star.put(("s",), "k", {"x": "tea", "y": "dog"})
+    assert star.embeddings.documents == ["tea", "dog"]  # type: ignore[union-attr]
+    # a put's own fields replace the store's
+    store.put(("n",), "c", {"title": "jazz", "other": "dog"}, index=["other"])
+    assert embeddings.documents[-1:] == ["dog"]
+    assert store.search(("n",), query="jazz", limit=1)[0].key == "a"
+
+
+def test_an_unindexed_item_is_found_by_filter_and_get_never_by_query(memory: Memory) -> None:
+    embeddings = CountingEmbeddings()
+    store = _vector_store(memory, embed=embeddings, fields=["text"])
+    if store is None:
+        return
+    store.put(("d",), "indexed", {"text": "oolong tea", "kind": "drink"})
+    store.put(("d",), "hidden", {"text": "oolong tea", "kind": "drink"}, index=False)
+    store.put(("d",), "no-field", {"other": "oolong tea", "kind": "drink"})
+    assert embeddings.documents == ["oolong tea"]  # the hidden one was never embedded
+    found = store.search(("d",), query="tea")
+    # scored items first, by score; then the items without vectors, unscored, as LangGraph
+    assert [(i.key, i.score is None) for i in found] == [
+        ("indexed", False),
+        ("hidden", True),
+        ("no-field", True),
+    ]
+    assert [i.key for i in store.search(("d",), query="tea", limit=1)] == ["indexed"]
+    assert [i.key for i in store.search(("d",), query="tea", limit=1, offset=1)] == ["hidden"]
+    assert {i.key for i in store.search(("d",), filter={"kind": "drink"})} == {
+        "indexed",
+        "hidden",
+        "no-field",
+    }
+    item = store.get(("d",), "hidden")
+    assert item is not None and item.value["text"] == "oolong tea"
+    # the search embedded nothing of the items: only the queries
+    assert embeddings.documents == ["oolong tea"]
+    # an overwrite with index=False drops the vectors it had
+    store.put(("d",), "indexed", {"text": "oolong tea", "kind": "drink"}, index=False)
+    assert all(i.score is None for i in store.search(("d",), query="tea"))
+
+
+def test_abatch_embeds_once_and_searches(memory: Memory) -> None:
+    embeddings = CountingEmbeddings()
+    store = _vector_store(memory, embed=embeddings, fields=["text"])
+    if store is None:
+        return
+
+    async def go() -> list[Any]:
+        await store.abatch(
+            [
+                PutOp(("d",), "tea", {"text": "oolong tea"}),
+                PutOp(("d",), "dog", {"text": "my dog rex"}),
+                PutOp(("d",), "twin", {"text": "oolong tea"}),
+                PutOp(("d",), "gone", {"text": "porto"}),
+                PutOp(("d",), "gone", None),
+            ]
+        )
+        return await store.abatch(
+            [
+                SearchOp(("d",), query="a drink"),
+                SearchOp(("d",), query="a drink", filter={"text": "my dog rex"}),
+                GetOp(("d",), "dog"),
+            ]
+        )
+
+    drinks, dogs, dog = asyncio.run(go())
+    # one embed call for the whole batch of puts, each distinct text once
+    assert embeddings.documents == ["oolong tea", "my dog rex"]
+    assert [i.key for i in drinks][:2] == ["tea", "twin"] or [i.key for i in drinks][:2] == [
+        "twin",
+        "tea",
+    ]
+    assert [i.key for i in dogs] == ["dog"]
+    assert dog is not None and dog.key == "dog"
+    assert embeddings.queries == ["a drink"]  # one query, embedded once per batch
+
+
+def test_each_put_is_embedded_once_and_reads_never_embed(memory: Memory) -> None:
+    embeddings = CountingEmbeddings()
+    store = _vector_store(memory, embed=embeddings, fields=["text", "note"])
+    if store is None:
+        return
+    store.put(("d",), "tea", {"text": "oolong tea", "note": "every morning"})
+    store.put(("d",), "dog", {"text": "my dog"})
+    assert embeddings.calls == 2
+    assert embeddings.documents == ["oolong tea", "every morning", "my dog"]
+    for _ in range(3):
+        store.get(("d",), "tea")
+        store.search(("d",))
+        store.search(("d",), filter={"text": "my dog"})
+        store.list_namespaces()
+    assert embeddings.calls == 2  # gets, listings and searches without query: nothing
+    store.search(("d",), query="drink")
+    store.search(("d",), query="drink", filter={"text": "my dog"})
+    assert embeddings.documents == ["oolong tea", "every morning", "my dog"]
+    assert embeddings.queries == ["drink", "drink"]
+    store.batch([SearchOp(("d",), query="pet"), SearchOp(("d",), query="pet", limit=1)])
+    assert embeddings.queries[2:] == ["pet"]  # one query of a batch: embedded once
+
+
+def test_a_function_embeds_sync_and_async(memory: Memory) -> None:
+    concepts = ConceptEmbedder()
+    seen: list[str] = []
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        seen.extend(texts)
+        return [concepts.vector(t) for t in texts]
+
+    async def aembed(texts: list[str]) -> list[list[float]]:
+        seen.extend(texts)
+        return [concepts.vector(t) for t in texts]
+
+    for fn in (embed, aembed):
+        store = _vector_store(memory, embed=fn, fields=["text"])
+        if store is None:
+            return
+        asyncio.run(store.aput(("f", fn.__name__), "tea", {"text": "oolong tea"}))
+        found = asyncio.run(store.asearch(("f", fn.__name__), query="beverage"))
+        assert [i.key for i in found] == ["tea"]
+        assert store.index_embedder is not None
+        assert store.index_embedder.name == f"{__name__}.{fn.__qualname__}"
+    assert seen == ["oolong tea", "beverage", "oolong tea", "beverage"]
+
+
+def test_the_users_facts_are_shared_with_the_core_embedder(tmp_path: Path) -> None:
+    """The same embedder for both: the core and the store read each other's vectors, and
+    facts the library's tools saved are embedded once, when the store first searches."""
+    concepts = ConceptEmbedder()
+    memory = Memory(f"sqlite:///{tmp_path / 'm.db'}", embed=concepts)
+    if not supports_vectors(memory.store):
+        memory.close()
+        memory = Memory("memory://", embed=concepts)
+    try:
+        store = MemoryStore(memory, index={"dims": DIMS, "embed": memory.embedder})
+        with memory.session(user_id="alice"):
+            memory.tools.call("save_memory", {"key": "tea", "value": "Alice drinks oolong"})
+        assert concepts.documents == ["tea\nAlice drinks oolong"]
+        store.put(ALICE, "pet", {"content": "Rex the parrot"})
+        assert concepts.documents[1:] == ['{"content": "Rex the parrot"}']  # "$": the JSON
+        found = store.search(ALICE, query="a beverage")
+        assert found[0].key == "tea" and found[0].score is not None
+        with memory.session(user_id="alice"):
+            assert memory.facts.search("an animal", mode="semantic")[0].key == "pet"
+        assert len(concepts.documents) == 2  # nothing embedded twice
+    finally:
+        memory.close()
+
+
+def test_another_model_in_the_store_is_embedded_when_searched(memory: Memory) -> None:
+    first = CountingEmbeddings()
+    store = _vector_store(memory, embed=first, fields=["text"])
+    if store is None:
+        return
+    store.put(("d",), "tea", {"text": "oolong tea"})
+    store.put(("d",), "skip", {"text": "my dog"}, index=False)
+    second = ConceptEmbedder("concepts-v2")
+    other = MemoryStore(memory, index={"dims": DIMS, "embed": second, "fields": ["text"]})
+    assert [i.key for i in other.search(("d",), query="drink", limit=1)] == ["tea"]
+    # made by another model: embedded again, by this store's fields, once; a fact its
+    # writer left unindexed (by another model) is embedded too
+    assert sorted(second.documents) == ["my dog", "oolong tea"]
+    other.search(("d",), query="drink")
+    assert len(second.documents) == 2
+
+
+def test_without_an_index_query_is_keyword_search_even_with_an_embedder(tmp_path: Path) -> None:
+    concepts = ConceptEmbedder()
+    memory = Memory("memory://", embed=concepts)
+    try:
+        store = MemoryStore(memory)
+        store.batch(
+            [
+                PutOp(("d",), "tea", {"text": "oolong tea"}),
+                PutOp(("d",), "dog", {"text": "my dog"}),
+            ]
+        )
+        # written as memory.facts writes: embedded by the Memory's embedder, in one call
+        assert concepts.calls == 1 and len(concepts.documents) == 2
+        assert store.search(("d",), query="beverage") == []  # no word in common
+        assert [i.key for i in store.search(("d",), query="tea")] == ["tea"]
+        assert concepts.queries == []
+    finally:
+        memory.close()
+
+
+def test_a_bad_index_or_put_index_is_refused(memory: Memory) -> None:
+    with pytest.raises(InvalidInput):
+        MemoryStore(memory, index={"dims": DIMS})
+    with pytest.raises(InvalidInput):
+        MemoryStore(memory, index={"dims": 0, "embed": CountingEmbeddings()})
+    store = _vector_store(memory, embed=CountingEmbeddings(), fields=["text"])
+    if store is None:
+        return
+    with pytest.raises(InvalidInput):
+        store.put(("d",), "k", {"text": "x"}, index="text")  # type: ignore[arg-type]
+    wrong = _vector_store(memory, embed=lambda texts: [[1.0, 0.0] for _ in texts])
+    assert wrong is not None
+    with pytest.raises(EmbedderFailed):  # vectors of 2 dimensions, not DIMS
+        wrong.put(("d",), "k", {"text": "x"})
+    assert wrong.get(("d",), "k") is None  # nothing written

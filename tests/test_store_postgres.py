@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import multiprocessing
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -13,10 +15,12 @@ from typing import Any
 import psycopg
 import pytest
 from memory_adapters_postgres import PostgresStore
-from memory_adapters_postgres.schema import SCHEMA_VERSION
+from memory_adapters_postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from memory_adapters import InvalidId, Memory, Message, StoreUnavailable
+from memory_adapters.embedders import Embedding, normalized
+from memory_adapters.errors import InvalidInput, StoreNotReady
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
 from memory_adapters.testing.conformance import _append_worker, check_log
@@ -285,3 +289,316 @@ def test_window_reads_are_index_range_scans(postgres_url: str) -> None:
         store.close()
     finally:
         _drop(postgres_url, schema)
+
+
+# -- semantic recall: the same kit on a server with pgvector, and what is PostgreSQL's own ------
+
+
+class TestPostgresStorePgvector(StoreConformance):
+    """The conformance kit (semantic suite included) on a server with pgvector: vectors are
+    searched in SQL and through HNSW indexes there, exactly in Python on the plain server."""
+
+    @pytest.fixture
+    def store(self, pgvector_url: str) -> Iterator[PostgresStore]:
+        schema = _schema()
+        s = PostgresStore(pgvector_url, schema=schema, vector_search="pgvector")
+        assert s.pgvector_schema is not None
+        yield s
+        s.close()
+        _drop(pgvector_url, schema)
+
+
+def _unit(rng: random.Random, dims: int) -> list[float]:
+    return normalized([rng.gauss(0, 1) for _ in range(dims)])
+
+
+def _bulk(url: str, schema: str, scope: str, count: int, dims: int, seed: int) -> None:
+    """``count`` facts of ``scope`` with random unit vectors of model "m", by COPY (the same
+    rows put_fact writes, much faster)."""
+    rng = random.Random(seed)
+    now = time.time()
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        with conn.cursor().copy(
+            f'COPY "{schema}".facts (namespace, scope, key, data, version, importance, '
+            "created_at, updated_at, search, embed_model) FROM STDIN"
+        ) as copy:
+            for i in range(count):
+                copy.write_row(("ns", scope, f"{scope}{i:06d}", "1", 1, 0.0, now, now, "", "m"))
+        with conn.cursor().copy(
+            f'COPY "{schema}".fact_vectors (namespace, scope, key, field, model, dims, '
+            "embedding) FROM STDIN"
+        ) as copy:
+            for i in range(count):
+                copy.write_row(("ns", scope, f"{scope}{i:06d}", "$", "m", dims, _unit(rng, dims)))
+        conn.execute(f'ANALYZE "{schema}".facts, "{schema}".fact_vectors')
+
+
+def _path(store: PostgresStore, scope: str, query: list[float], limit: int) -> list[str]:
+    """Which way the pgvector search went for each fact found: 'hnsw' or 'exact'."""
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            store.q(
+                "SELECT path FROM {s}.vector_search(%s, %s, %s, %s::real[], %s, %s, %s, %s, %s)"
+            ),
+            (
+                "ns",
+                scope,
+                "m",
+                query,
+                limit,
+                time.time(),
+                store.hnsw_min_vectors,
+                100,
+                store.pgvector_schema,
+            ),
+        ).fetchall()
+    return sorted({r[0] for r in rows})
+
+
+@pytest.fixture
+def pgvector_schema(pgvector_url: str) -> Iterator[str]:
+    name = _schema()
+    yield name
+    _drop(pgvector_url, name)
+
+
+def test_hnsw_and_exact_searches_agree(pgvector_url: str, pgvector_schema: str) -> None:
+    """A scope above hnsw_min_vectors goes through the HNSW index; its answers match the exact
+    search of the same rows (vector_search="exact", in Python) on this data."""
+    hnsw = PostgresStore(pgvector_url, schema=pgvector_schema, hnsw_min_vectors=500)
+    exact = PostgresStore(pgvector_url, schema=pgvector_schema, vector_search="exact")
+    try:
+        # loaded first, so that the first put builds the index over them in one go (faster
+        # than growing it row by row)
+        _bulk(pgvector_url, pgvector_schema, "big", 3000, 32, seed=1)
+        hnsw.put_fact(
+            "ns",
+            "big",
+            "seed",
+            "1",
+            text="",
+            embedding=Embedding("m", 32, {"$": _unit(random.Random(0), 32)}),
+        )
+        rng = random.Random(2)
+        agree = total = 0
+        for _ in range(10):
+            q = _unit(rng, 32)
+            assert _path(hnsw, "big", q, 10) == ["hnsw"]
+            got = hnsw.search_fact_vectors("ns", "big", q, model="m", limit=10)
+            want = exact.search_fact_vectors("ns", "big", q, model="m", limit=10)
+            assert len(got) == len(want) == 10
+            assert got[0].key == want[0].key
+            scores = {f.key: f.score for f in want}
+            for f in got:
+                if f.key in scores:
+                    agree += 1
+                    assert math.isclose(f.score or 0, scores[f.key] or 0, abs_tol=1e-5)
+            total += 10
+        assert agree >= 0.95 * total  # HNSW is approximate; on 3,000 vectors it finds ~all
+    finally:
+        hnsw.close()
+        exact.close()
+
+
+def test_a_small_scope_in_a_large_table_is_searched_exactly(
+    pgvector_url: str, pgvector_schema: str
+) -> None:
+    """pgvector 0.6 filters an HNSW scan's few hundred results by scope afterwards: a scope of
+    3 facts among 5,000 would mostly come back empty. It is compared in full instead (below
+    hnsw_min_vectors), and even when forced through the index (hnsw_min_vectors=0) the short
+    answer falls back to the full comparison."""
+    store = PostgresStore(pgvector_url, schema=pgvector_schema)
+    forced = PostgresStore(pgvector_url, schema=pgvector_schema, hnsw_min_vectors=0)
+    try:
+        rng = random.Random(3)
+        _bulk(pgvector_url, pgvector_schema, "big", 5000, 64, seed=4)  # index built by the puts
+        for key in ("a", "b", "c"):
+            store.put_fact(
+                "ns",
+                "small",
+                key,
+                "1",
+                text="",
+                embedding=Embedding("m", 64, {"$": _unit(rng, 64)}),
+            )
+        assert store.pgvector_schema is not None
+        for s in (store, forced):
+            for _ in range(5):
+                q = _unit(rng, 64)
+                found = s.search_fact_vectors("ns", "small", q, model="m", limit=10)
+                assert sorted(f.key for f in found) == ["a", "b", "c"]
+                scores = [f.score or 0.0 for f in found]
+                assert scores == sorted(scores, reverse=True)
+        assert _path(store, "small", q, 10) == ["exact"]
+        assert _path(forced, "small", q, 10) == ["exact"]  # the index's answer was too short
+        assert _path(forced, "big", q, 10) == ["hnsw"]
+    finally:
+        store.close()
+        forced.close()
+
+
+def test_the_hnsw_index_is_made_per_dims_on_first_write(
+    pgvector_url: str, pgvector_schema: str
+) -> None:
+    store = PostgresStore(pgvector_url, schema=pgvector_schema)
+    try:
+        store.put_fact(
+            "ns", "s", "a", "1", text="", embedding=Embedding("m", 3, {"$": normalized([1, 2, 3])})
+        )
+        store.put_fact(
+            "ns", "s", "b", "1", text="", embedding=Embedding("m", 2, {"$": normalized([1, 2])})
+        )
+        store.put_fact(
+            "ns",
+            "s",
+            "c",
+            "1",
+            text="",
+            embedding=Embedding("m", 2001, {"$": normalized([1.0] * 2001)}),
+        )
+        with psycopg.connect(pgvector_url) as conn:
+            names = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT indexname FROM pg_indexes WHERE schemaname = %s "
+                    "AND indexdef LIKE '%%USING hnsw%%' ORDER BY 1",
+                    (pgvector_schema,),
+                )
+            ]
+        assert names == ["fact_vectors_hnsw_2", "fact_vectors_hnsw_3"]  # HNSW stops at 2000
+        found = store.search_fact_vectors("ns", "s", normalized([1.0] * 2001), model="m")
+        assert [f.key for f in found] == ["c"]
+    finally:
+        store.close()
+
+
+def test_without_pgvector_the_exact_fallback_is_used(postgres_url: str) -> None:
+    schema = _schema()
+    try:
+        with psycopg.connect(postgres_url) as conn:
+            has = conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchone()
+        assert has is None, "this test wants the plain server, without pgvector"
+        store = PostgresStore(postgres_url, schema=schema)
+        assert store.pgvector_schema is None
+        store.put_fact("ns", "s", "a", "1", text="", embedding=Embedding("m", 2, {"$": [1.0, 0.0]}))
+        found = store.search_fact_vectors("ns", "s", [1.0, 0.0], model="m")
+        assert [(f.key, f.score) for f in found] == [("a", 1.0)]
+        store.close()
+        with pytest.raises(StoreNotReady, match=r"CREATE EXTENSION vector|install pgvector"):
+            PostgresStore(postgres_url, schema=schema, vector_search="pgvector")
+    finally:
+        _drop(postgres_url, schema)
+
+
+def test_vector_search_option_is_checked(postgres_url: str) -> None:
+    with pytest.raises(InvalidInput, match="vector_search"):
+        PostgresStore(postgres_url, schema=_schema(), vector_search="fast")  # type: ignore[arg-type]
+
+
+def test_exact_mode_ignores_pgvector(pgvector_url: str, pgvector_schema: str) -> None:
+    store = PostgresStore(pgvector_url, schema=pgvector_schema, vector_search="exact")
+    try:
+        assert store.pgvector_schema is None
+        store.put_fact("ns", "s", "a", "1", text="", embedding=Embedding("m", 2, {"$": [0.0, 1.0]}))
+        assert [f.key for f in store.search_fact_vectors("ns", "s", [0.0, 1.0], model="m")] == ["a"]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("server", ["postgres_url", "pgvector_url"])
+def test_vectors_never_outlive_their_fact(request: pytest.FixtureRequest, server: str) -> None:
+    """Rewritten without an embedding, deleted, or pruned: no row of fact_vectors is left."""
+    url: str = request.getfixturevalue(server)
+    schema = _schema()
+    store = PostgresStore(url, schema=schema)
+    try:
+        e = Embedding("m", 2, {"a": [1.0, 0.0], "b": [0.0, 1.0]})
+        for key in ("kept", "rewritten", "deleted", "expired"):
+            store.put_fact("ns", "s", key, "1", text="", embedding=e)
+        store.put_fact("ns", "s", "rewritten", "2", text="")
+        store.put_fact(
+            "ns", "s", "kept", "2", text="", embedding=Embedding("m", 2, {"a": [1.0, 0.0]})
+        )
+        store.delete_fact("ns", "s", "deleted")
+        store.put_fact(
+            "ns", "s", "expired", "1", text="", embedding=e, expires_at=time.time() + 0.2
+        )
+        time.sleep(0.3)
+        assert [f.key for f in store.search_fact_vectors("ns", "s", [1.0, 0.0], model="m")] == [
+            "kept"
+        ]
+        store.prune()
+        with psycopg.connect(url) as conn:
+            rows = conn.execute(
+                f'SELECT key, field FROM "{schema}".fact_vectors ORDER BY 1, 2'
+            ).fetchall()
+        assert rows == [("kept", "a")]
+    finally:
+        store.close()
+        _drop(url, schema)
+
+
+@pytest.mark.parametrize("server", ["postgres_url", "pgvector_url"])
+def test_a_database_at_the_previous_schema_version_is_migrated(
+    request: pytest.FixtureRequest, server: str
+) -> None:
+    """A schema made by the previous release (migrations 1 and 2) with facts in it: opening
+    the store adds the vectors table; the old facts are there, to be embedded."""
+    url: str = request.getfixturevalue(server)
+    schema = _schema()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            conn.execute(f'CREATE TABLE "{schema}".schema_version (version integer NOT NULL)')
+            for version, statements in enumerate(MIGRATIONS[:2], 1):
+                for statement in statements:
+                    conn.execute(statement.replace("{s}", f'"{schema}"'))
+                conn.execute(f'INSERT INTO "{schema}".schema_version VALUES ({version})')
+            conn.execute(
+                f"INSERT INTO \"{schema}\".facts VALUES ('ns', 's', 'old', '\"tea\"', 3, 0, "
+                "1, 2, NULL, to_tsvector('simple', 'tea'))"
+            )
+        store = PostgresStore(url, schema=schema)
+        try:
+            assert store.check() == SCHEMA_VERSION == 3
+            (old,) = store.facts_to_embed("ns", "s", "m")
+            assert (old.key, old.value, old.version) == ("old", "tea", 3)
+            assert store.set_fact_embedding(
+                "ns", "s", "old", 3, Embedding("m", 2, {"$": [1.0, 0.0]})
+            )
+            assert store.facts_to_embed("ns", "s", "m") == []
+            (found,) = store.search_fact_vectors("ns", "s", [1.0, 0.0], model="m")
+            assert found.key == "old" and found.version == 3
+            assert [f.key for f in store.search_facts("ns", "s", ["tea"])] == ["old"]
+        finally:
+            store.close()
+    finally:
+        _drop(url, schema)
+
+
+def test_native_async_vector_search_on_pgvector(pgvector_url: str, pgvector_schema: str) -> None:
+    async def main() -> list[str]:
+        pool = ConnectionPool(pgvector_url, min_size=1, kwargs={"autocommit": True}, open=True)
+        apool = AsyncConnectionPool(
+            pgvector_url, min_size=1, kwargs={"autocommit": True}, open=False
+        )
+        await apool.open()
+        try:
+            store = PostgresStore.from_pool(pool, async_pool=apool, schema=pgvector_schema)
+            await store.aput_fact(
+                "ns", "s", "x", "1", text="", embedding=Embedding("m", 2, {"$": [1.0, 0.0]})
+            )
+            await store.aput_fact("ns", "s", "y", "1", text="")
+            (todo,) = await store.afacts_to_embed("ns", "s", "m")
+            assert await store.aset_fact_embedding(
+                "ns", "s", "y", todo.version, Embedding("m", 2, {"$": [0.0, 1.0]})
+            )
+            found = await store.asearch_fact_vectors("ns", "s", [0.6, 0.8], model="m")
+            return [f.key for f in found]
+        finally:
+            await apool.close()
+            pool.close()
+
+    assert asyncio.run(main()) == ["y", "x"]

@@ -2,17 +2,24 @@
 
 PostgreSQL refuses to run as root, so when the caller is root the server runs as the
 ``postgres`` user. The binaries are looked up on ``PATH`` and in Debian's
-``/usr/lib/postgresql/<version>/bin``.
+``/usr/lib/postgresql/<version>/bin``; ``binaries="pgserver"`` takes those of the
+``pgserver`` wheel instead (PostgreSQL 16 with the pgvector extension, a test tool in the
+``dev`` extra), and ``bin_dir`` any other installation's ``bin`` directory.
 
 ::
 
     with TemporaryPostgres() as pg:
         memory = Memory(pg.url)
+
+    with TemporaryPostgres(binaries="pgserver") as pg:   # a server with pgvector
+        memory = Memory(pg.url)
 """
 
 from __future__ import annotations
 
+import atexit
 import glob
+import importlib.util
 import os
 import pwd
 import shutil
@@ -22,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 
 class PostgresUnavailable(RuntimeError):
@@ -46,6 +53,52 @@ def find_bin(name: str) -> str:
     )
 
 
+_PGSERVER_COPY: Path | None = None
+
+
+def pgserver_bin_dir() -> Path:
+    """The ``bin`` directory of the PostgreSQL the ``pgserver`` wheel ships, in a form the
+    server's user can run.
+
+    The package is found without importing it. Run as a user other than root, the wheel's
+    own files are used. As root the server runs as ``postgres``, which may not be able to
+    read a virtual environment's site-packages (CI keeps its venvs under a ``mktemp -d``
+    directory of mode 700): the installation is then copied, once per process, to a
+    temporary directory everyone may read, removed when the process exits. The copy keeps
+    the wheel's layout (``pgserver/pginstall`` beside ``pgserver.libs``) because its
+    programs find their shared libraries through the relative path
+    ``$ORIGIN/../../../pgserver.libs``.
+    """
+    global _PGSERVER_COPY
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or spec.origin is None:
+        raise PostgresUnavailable(
+            "the pgserver package is not installed (pip install pgserver, or the dev extra)"
+        )
+    package = Path(spec.origin).parent
+    install = package / "pginstall"
+    libs = package.parent / "pgserver.libs"
+    if not (install / "bin" / "initdb").exists():
+        raise PostgresUnavailable(f"pgserver has no PostgreSQL installation at {install}")
+    if os.geteuid() != 0:
+        return install / "bin"
+    if _PGSERVER_COPY is None or not _PGSERVER_COPY.exists():
+        root = Path(tempfile.mkdtemp(prefix="memory-adapters-pgserver-"))
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        shutil.copytree(install, root / "pgserver" / "pginstall", symlinks=True)
+        if libs.is_dir():
+            shutil.copytree(libs, root / "pgserver.libs", symlinks=True)
+        for directory, _dirs, files in os.walk(root):
+            os.chmod(directory, 0o755)
+            for name in files:
+                path = Path(directory) / name
+                if not path.is_symlink():
+                    mode = path.stat().st_mode
+                    path.chmod(mode | 0o444 | (0o111 if mode & 0o100 else 0))
+        _PGSERVER_COPY = root
+    return _PGSERVER_COPY / "pgserver" / "pginstall" / "bin"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -61,6 +114,10 @@ class TemporaryPostgres:
     ``password`` is given: then they must give a password (``scram-sha-256``), the superuser
     ``postgres``'s is ``password``, and :attr:`url` holds it. (Connections through the
     server's Unix socket in its directory are always trusted.)
+
+    ``binaries`` chooses the server programs: ``"system"`` (``PATH``, then Debian's
+    directories) or ``"pgserver"`` (the ``pgserver`` wheel's PostgreSQL, which has pgvector:
+    :func:`pgserver_bin_dir`); ``bin_dir`` names a ``bin`` directory directly.
     """
 
     def __init__(
@@ -69,7 +126,13 @@ class TemporaryPostgres:
         database: str = "memory",
         *,
         password: str | None = None,
+        binaries: Literal["system", "pgserver"] = "system",
+        bin_dir: str | Path | None = None,
     ) -> None:
+        if binaries not in ("system", "pgserver"):
+            raise ValueError(f"binaries is 'system' or 'pgserver', not {binaries!r}")
+        self.binaries = binaries
+        self.bin_dir = Path(bin_dir) if bin_dir is not None else None
         self.settings = settings or {}
         self.database = database
         self.password = password
@@ -89,6 +152,17 @@ class TemporaryPostgres:
         """A ``postgresql://`` URL of ``database`` on the server, as the superuser."""
         user = "postgres" if self.password is None else f"postgres:{self.password}"
         return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
+
+    def bin(self, name: str) -> str:
+        """The path of server program ``name`` (``initdb``, ``pg_ctl``) this server uses."""
+        if self.bin_dir is None and self.binaries == "pgserver":
+            self.bin_dir = pgserver_bin_dir()
+        if self.bin_dir is not None:
+            path = self.bin_dir / name
+            if not path.exists():
+                raise PostgresUnavailable(f"{name} not found in {self.bin_dir}")
+            return str(path)
+        return find_bin(name)
 
     def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -116,7 +190,7 @@ class TemporaryPostgres:
                 auth = ["--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={pwfile}"]
             try:
                 self._run(
-                    find_bin("initdb"),
+                    self.bin("initdb"),
                     "-D",
                     str(self.data),
                     "-U",
@@ -134,7 +208,7 @@ class TemporaryPostgres:
         )
         try:
             self._run(
-                find_bin("pg_ctl"),
+                self.bin("pg_ctl"),
                 "-D",
                 str(self.data),
                 "-l",
@@ -174,7 +248,7 @@ class TemporaryPostgres:
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``mode`` as pg_ctl's ``-m``: smart, fast or immediate)."""
         if self.started:
-            self._run(find_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+            self._run(self.bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
             self.started = False
 
     def cleanup(self) -> None:

@@ -46,14 +46,16 @@ store's async methods, never blocking the event loop); the library's hooks
 **Search.** ``namespace_prefix`` is turned into one or two scope prefixes (two when it
 covers both user scopes and ``"lg:"`` scopes: a prefix of ``user_namespace``), listed with
 :meth:`Store.list_fact_scopes <memory_adapters.store.Store.list_fact_scopes>`; then each
-matching scope is read: all its facts without ``query``, or the store's keyword search
-(PostgreSQL ``tsvector``, SQLite FTS5, MongoDB ``$text``) with ``query``, which sets
-``score``. ``filter`` is applied as LangGraph's ``InMemoryStore`` applies it (exact matches,
-nested dicts, lists, ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``; a comparison with
-a missing or non-numeric field is false instead of an error). Without ``query`` the order is
+matching scope is read: all its facts without ``query``, the store's keyword search
+(PostgreSQL ``tsvector``, SQLite FTS5, MongoDB ``$text``) with ``query`` and no index, or
+its vectors with an index; either sets ``score``. ``filter`` is applied as LangGraph's
+``InMemoryStore`` applies it (exact matches, nested dicts, lists, ``$eq``, ``$ne``, ``$gt``,
+``$gte``, ``$lt``, ``$lte``; a comparison with a missing or non-numeric field is false
+instead of an error). Without ``query`` the order is
 ``InMemoryStore``'s insertion order, as far as it can be told from stored facts: namespaces by
 their oldest item, items by creation (an overwrite keeps its place; a delete and a new put
-go last). With ``query``: best score first. Then ``offset`` and ``limit``.
+go last). With ``query``: best score first (with an index, the items without vectors after
+the others, unscored). Then ``offset`` and ``limit``.
 
 **Costs.** ``get``: one read. ``put`` / ``delete``: one write. ``list_namespaces``: one or two
 scope listings (an index range each; the namespaces are then matched, truncated and paged
@@ -73,24 +75,46 @@ fires ``fact_stored``; it gives way to a concurrent writer). The TTL is recovere
 millisecond: exact when the store takes less than half a millisecond between the plan and
 its write, otherwise a refresh may shorten it by that latency.
 
-**Not supported.** Semantic search: ``index=`` raises ``Unsupported``, a ``put``'s own
-``index`` argument is ignored (as in every LangGraph store built without an index), and
-``query`` is keyword search. Embeddings through the library's ``embed`` hook are future work.
+**Semantic search.** ``MemoryStore(memory, index={"dims": ..., "embed": ..., "fields":
+[...]})`` searches by meaning as LangGraph's stores do. ``embed``: what LangGraph's
+``ensure_embeddings`` accepts (a LangChain ``Embeddings``, a function sync or async, a
+``"provider:model"`` string) or a memory-adapters ``Embedder`` (``memory.embedder``). Each
+field path (LangGraph's ``get_text_at_path``: ``"$"``, ``"a.b"``, ``"*"``, ``"[*]"`` ...)
+gets its own vector; all of a fact's vectors are an :class:`~memory_adapters.embedders.Embedding`
+written with it in the same ``put_fact`` call, after one embed call for the whole batch
+(each distinct text once). ``put(..., index=[...])`` embeds other fields, ``index=False``
+none (an embedding without vectors: "deliberately unindexed"). A search with ``query``
+embeds facts of the namespace that have no vectors of the index's model (written by the
+library's tools, by another model, or before the index), once, then asks
+:meth:`Store.search_fact_vectors <memory_adapters.store.Store.search_fact_vectors>`, which
+scores a fact by its best vector (cosine similarity); items without vectors follow,
+unscored. A store without vector search refuses an index (``Unsupported``).
+
+Without ``index``, ``query`` is keyword search (``mode="keyword"``) even when the ``Memory``
+has an embedder; the puts are still embedded by it (a batch's in one call), as
+``memory.facts.put`` embeds, so the library's semantic search finds them. The vectors of a
+fact are by one model: the ``index`` embedder's name (the name ``Memory(embed=...)`` gives the
+same thing) or the core's; whichever searches a scope embeds again what the other wrote.
+Give both the same embedder.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import time
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote, unquote
 
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    IndexConfig,
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
@@ -101,9 +125,22 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
 )
 
+from memory_adapters.embedders import (
+    EMBED_BATCH,
+    MAX_DIMS,
+    WHOLE,
+    CallableEmbedder,
+    Embedder,
+    Embedding,
+)
 from memory_adapters.errors import (
+    EmbedderFailed,
+    EmbeddingWarning,
     InvalidId,
     InvalidInput,
     InvalidTTL,
@@ -111,10 +148,17 @@ from memory_adapters.errors import (
     Unsupported,
     VersionConflict,
 )
-from memory_adapters.facts import Fact, Facts
+from memory_adapters.facts import (
+    Fact,
+    Facts,
+    embed_plan,
+    search_text,
+    supports_vectors,
+    write_fact,
+)
 from memory_adapters.memory import Memory
 from memory_adapters.scope import Scope
-from memory_adapters.steps import Plan, StoreCall, drive_async, drive_sync
+from memory_adapters.steps import EmbedCall, Plan, StoreCall, drive_async, drive_sync
 from memory_adapters.validation import (
     MAX_VALUE_BYTES,
     check_id,
@@ -122,6 +166,8 @@ from memory_adapters.validation import (
     check_ttl,
     dumps,
 )
+
+from .embedder import LangChainEmbedder
 
 __all__ = ["FILTERED_MATCHES", "MAX_SCOPE_CHARS", "InvalidNamespace", "MemoryStore"]
 
@@ -224,6 +270,14 @@ def _matches(value: Any, flt: Any) -> bool:
     return bool(value == flt)
 
 
+def _matches_filter(fact: Fact, flt: Mapping[str, Any] | None) -> bool:
+    """Whether an item's value matches a search's ``filter``."""
+    if not flt:
+        return True
+    value = _value(fact)
+    return all(_matches(value.get(k), v) for k, v in flt.items())
+
+
 def _does_match(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
     """``InMemoryStore``'s prefix / suffix match, ``"*"`` matching any one label."""
     path = tuple(condition.path)
@@ -268,6 +322,8 @@ class _Put:
     value: dict[str, Any] | None
     ttl: float | None
     """Seconds."""
+    index: Literal[False] | tuple[str, ...] | None = None
+    """The put's own ``index``: ``None`` the store's fields, ``False`` none, else these."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,9 +362,10 @@ class MemoryStore(BaseStore):
     ``user_namespace``: the namespace labels under which ``(*user_namespace, user_id)`` is
     the user's own long-term memory (``("memories",)`` by default). ``namespace``: the
     ``Memory``'s fact namespace to use (its base namespace by default). ``ttl``: LangGraph's
-    ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``). ``index``: not supported
-    (raises :class:`~memory_adapters.errors.Unsupported`). See the module docstring for the
-    mapping, costs and limits.
+    ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``). ``index``: LangGraph's
+    ``IndexConfig`` (``dims``, ``embed``, ``fields``) for semantic search; refused with
+    :class:`~memory_adapters.errors.Unsupported` on a store without vector search. See the
+    module docstring for the mapping, costs and limits.
     """
 
     supports_ttl = True
@@ -319,15 +376,9 @@ class MemoryStore(BaseStore):
         *,
         user_namespace: tuple[str, ...] = ("memories",),
         namespace: str | None = None,
-        index: Any = None,
+        index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
     ) -> None:
-        if index is not None:
-            raise Unsupported(
-                "MemoryStore does not do semantic search: build it without index=. Its "
-                "search(query=...) is the store's keyword search; embeddings through the "
-                "memory-adapters embed hook are future work"
-            )
         if not isinstance(memory, Memory):
             raise InvalidInput(f"memory must be a memory_adapters.Memory, not {type(memory)}")
         self.memory = memory
@@ -348,12 +399,54 @@ class MemoryStore(BaseStore):
             if default is not None:
                 check_ttl(_minutes(default))
         self.ttl_config = ttl.copy() if ttl is not None else None
+        self.index_config: dict[str, Any] | None = None
+        """LangGraph's ``IndexConfig`` as given (``dims``, ``embed``, ``fields``), or ``None``."""
+        self.embeddings: Embeddings | None = None
+        """The LangChain ``Embeddings`` ``index["embed"]`` became (``None`` without an index,
+        or when ``embed`` is a memory-adapters ``Embedder``)."""
+        self.index_embedder: Embedder | None = None
+        """What embeds items and queries for ``index``; its ``name`` is the model name stored
+        with the vectors."""
+        self._fields: list[tuple[str, str | list[str]]] = []
+        if index is not None:
+            self._configure_index(index)
 
     def __repr__(self) -> str:
         return (
             f"<MemoryStore memory={self.memory!r} namespace={self.namespace!r} "
             f"user_namespace={self.user_namespace!r}>"
         )
+
+    def _configure_index(self, index: object) -> None:
+        if not isinstance(index, Mapping):
+            raise InvalidInput(f"index must be an IndexConfig dict, not {type(index).__name__}")
+        if index.get("embed") is None:
+            raise InvalidInput('index needs "embed": an Embeddings, a function or a name')
+        dims = index.get("dims")
+        if dims is not None:
+            check_positive_int(dims, 'index["dims"]')
+            if dims > MAX_DIMS:
+                raise InvalidInput(f'index["dims"] is at most {MAX_DIMS}, not {dims}')
+        fields = index.get("fields") or [WHOLE]
+        if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
+            raise InvalidInput('index["fields"] must be a list of field paths (str)')
+        store = self.memory.store
+        if not supports_vectors(store):
+            raise Unsupported(
+                f"{type(store).__name__} cannot search by meaning (it does not implement "
+                "Store.search_fact_vectors), so MemoryStore cannot have an index there; build "
+                "it without index= for keyword search"
+            )
+        self.index_embedder, self.embeddings = index_embedder(index["embed"])
+        self._fields = [(f, f if f == WHOLE else tokenize_path(f)) for f in fields]
+        config = dict(index)
+        config["__tokenized_fields"] = list(self._fields)
+        self.index_config = config
+
+    @property
+    def _dims(self) -> int | None:
+        dims = None if self.index_config is None else self.index_config.get("dims")
+        return dims if isinstance(dims, int) else None
 
     # -- the namespace mapping ---------------------------------------------------------------
 
@@ -476,17 +569,15 @@ class MemoryStore(BaseStore):
             if op.value is None:
                 where = self._where(op.namespace) if self._labels(op.namespace) else None
                 return _Put(where, key, None, None)
+            # ``put`` refuses a "langgraph" root label (BaseStore checks it); a PutOp given to
+            # batch may have one, as in LangGraph's own stores
             where = self._where(op.namespace)
-            if where.namespace[0] == "langgraph":
-                raise InvalidNamespace(
-                    f'the root label of a namespace cannot be "langgraph": {op.namespace!r}'
-                )
             if not isinstance(op.value, Mapping):
                 raise InvalidValue(f"an item's value is a dict, not a {type(op.value).__name__}")
             value = dict(op.value)
             dumps(value, "value", MAX_VALUE_BYTES)  # refused here, before any write
             ttl = None if op.ttl is None else check_ttl(_minutes(op.ttl))
-            return _Put(where, key, value, ttl)
+            return _Put(where, key, value, ttl, _check_index(op.index))
         if isinstance(op, SearchOp):
             prefix = self._labels(op.namespace_prefix)
             if op.filter is not None and not isinstance(op.filter, Mapping):
@@ -533,23 +624,180 @@ class MemoryStore(BaseStore):
         prepared = [self._prepare(op) for op in ops]
         results: list[Result] = [None] * len(prepared)
         writes: dict[tuple[str, str], _Put] = {}
+        queries: dict[str, list[float] | None] = {}
         for i, p in enumerate(prepared):
             if isinstance(p, _Get):
                 results[i] = yield from self._get(p, refreshes)
             elif isinstance(p, _Search):
-                results[i] = yield from self._search(p, refreshes)
+                results[i] = yield from self._search(p, refreshes, queries)
             elif isinstance(p, _List):
                 results[i] = yield from self._list_namespaces(p)
             elif p.where is not None:
                 writes[(p.where.scope, p.key)] = p
+        puts = [w for w in writes.values() if w.value is not None]
+        embeddings = yield from self._embed_puts(puts)  # every embed call before any write
         for w in writes.values():
             assert w.where is not None
-            facts = self._facts(w.where)
             if w.value is None:
-                yield from facts._forget(w.key, None)
+                yield from self._facts(w.where)._forget(w.key, None)
             else:
-                yield from facts._put(w.key, w.value, 0.0, w.ttl, None, None)
+                yield from self._write(w.where, w.key, w.value, w.ttl, None, embeddings.get(id(w)))
         return results
+
+    # -- embeddings --------------------------------------------------------------------------
+
+    def _field_texts(
+        self, value: dict[str, Any], index: Literal[False] | tuple[str, ...] | None
+    ) -> list[tuple[str, str]]:
+        """``(field, text)`` pairs an item is embedded by, as LangGraph's stores extract them:
+        the store's fields (``index=None``) or the put's own, each path giving its text (a
+        path giving several, through ``*`` or ``[*]``, names them ``path.0``, ``path.1`` ...);
+        none for ``index=False``."""
+        if index is False:
+            return []
+        paths = self._fields if index is None else [(f, tokenize_path(f)) for f in index]
+        out: list[tuple[str, str]] = []
+        for path, tokens in paths:
+            texts = get_text_at_path(value, tokens)
+            if len(texts) > 1:
+                out.extend((f"{path}.{i}", text) for i, text in enumerate(texts))
+            elif texts:
+                out.append((path, texts[0]))
+        return out
+
+    def _embed_texts(self, texts: list[str]) -> Plan[list[list[float] | None]]:
+        """The index embedder's vectors for ``texts`` (documents), made unit length, in calls
+        of at most :data:`~memory_adapters.embedders.EMBED_BATCH` texts; ``None`` for an
+        all-zero vector, which has no direction (LangGraph scores it 0). Raises
+        :class:`~memory_adapters.errors.EmbedderFailed` when the embedder fails: the item is
+        then not written, as in LangGraph's stores."""
+        embedder = self.index_embedder
+        assert embedder is not None
+        out: list[list[float] | None] = []
+        for start in range(0, len(texts), EMBED_BATCH):
+            chunk = texts[start : start + EMBED_BATCH]
+            result = yield EmbedCall(embedder, chunk, "document")
+            out.extend(self._vectors(result, len(chunk)))
+        return out
+
+    def _vectors(self, result: Any, count: int) -> list[list[float] | None]:
+        embedder = self.index_embedder
+        assert embedder is not None
+        if isinstance(result, Exception):
+            failed = EmbedderFailed(
+                f"embedder {embedder.name!r} raised {type(result).__name__}: {result}"
+            )
+            raise failed from result
+        if hasattr(result, "tolist"):
+            result = result.tolist()
+        if not isinstance(result, Sequence) or len(result) != count:
+            raise EmbedderFailed(f"embedder {embedder.name!r} did not return {count} vectors")
+        return [_unit(v, self._dims, embedder.name) for v in result]
+
+    def _index_embedding(self, fields: list[tuple[str, list[float] | None]]) -> Embedding:
+        assert self.index_embedder is not None
+        vectors = {field: v for field, v in fields if v is not None}
+        dims = next((len(v) for v in vectors.values()), self._dims or 1)
+        return Embedding(self.index_embedder.name, dims, vectors)
+
+    def _embed_puts(self, puts: list[_Put]) -> Plan[dict[int, Embedding | None]]:
+        """The embedding each put writes with its fact (by ``id`` of the put).
+
+        With an index: the item's field texts by the index embedder, each distinct text
+        embedded once, all in one call (or a few); an item with no text to embed gets an
+        embedding without vectors (deliberately unindexed). Without an index, when the
+        ``Memory`` has an embedder: the fact's search text under the core's own field, as
+        ``memory.facts.put`` embeds it (a failure warns and writes without; the core embeds
+        it when it searches)."""
+        if not puts:
+            return {}
+        if self.index_embedder is not None:
+            per_put = [(p, self._field_texts(p.value or {}, p.index)) for p in puts]
+            distinct = list(dict.fromkeys(text for _, fields in per_put for _, text in fields))
+            vectors = yield from self._embed_texts(distinct) if distinct else _nothing()
+            by_text = dict(zip(distinct, vectors, strict=True))
+            return {
+                id(p): self._index_embedding([(f, by_text[t]) for f, t in fields])
+                for p, fields in per_put
+            }
+        embedder = self.memory.embedder
+        if embedder is None or not supports_vectors(self.memory.store):
+            return {}
+        texts = [search_text(p.key, p.value) for p in puts]
+        found = yield from embed_plan(self.memory, texts, "document")
+        if isinstance(found, EmbedderFailed):
+            warnings.warn(
+                f"{found}; the items are stored and will be embedded when searched",
+                EmbeddingWarning,
+                stacklevel=4,
+            )
+            return {}
+        return {
+            id(p): Embedding(embedder.name, len(v), {WHOLE: v})
+            for p, v in zip(puts, found, strict=True)
+        }
+
+    def _write(
+        self,
+        where: _Where,
+        key: str,
+        value: Any,
+        ttl: float | None,
+        expected_version: int | None,
+        embedding: Embedding | None,
+        importance: float = 0.0,
+    ) -> Plan[Fact]:
+        """``Facts._put`` with the embedding made here (the store's fields, batched)."""
+        return (
+            yield from write_fact(
+                self.memory,
+                where.hook_scope,
+                (self.namespace, where.scope, key, dumps(value, "value", MAX_VALUE_BYTES)),
+                text=search_text(key, value),
+                importance=importance,
+                expires_at=None if ttl is None else time.time() + ttl,
+                expected_version=expected_version,
+                embedding=embedding,
+            )
+        )
+
+    def _embed_missing(self, where: _Where) -> Plan[None]:
+        """Embed, by the index's fields, the facts of a scope that have no vectors of the
+        index embedder: written by the library's tools or ``memory.facts`` (another model, or
+        none), or written before the index was configured. Each is embedded once: the
+        vectors are stored with it (unless it was written meanwhile, by a writer that
+        embedded it)."""
+        assert self.index_embedder is not None
+        model = self.index_embedder.name
+        while True:
+            stale: list[Fact] = yield StoreCall(
+                "facts_to_embed", (self.namespace, where.scope, model), {"limit": EMBED_BATCH}
+            )
+            if not stale:
+                return
+            per_fact = [(f, self._field_texts(_value(f), None)) for f in stale]
+            distinct = list(dict.fromkeys(text for _, fields in per_fact for _, text in fields))
+            vectors = yield from self._embed_texts(distinct) if distinct else _nothing()
+            by_text = dict(zip(distinct, vectors, strict=True))
+            for fact, fields in per_fact:
+                embedding = self._index_embedding([(f, by_text[t]) for f, t in fields])
+                yield StoreCall(
+                    "set_fact_embedding",
+                    (self.namespace, where.scope, fact.key, fact.version, embedding),
+                )
+            if len(stale) < EMBED_BATCH:
+                return
+
+    def _query_vector(
+        self, query: str, cache: dict[str, list[float] | None]
+    ) -> Plan[list[float] | None]:
+        """The unit vector of a search query (each distinct query of a batch embedded once);
+        ``None`` when it is all zeros."""
+        if query not in cache:
+            assert self.index_embedder is not None
+            result = yield EmbedCall(self.index_embedder, [query], "query")
+            cache[query] = self._vectors(result, 1)[0]
+        return cache[query]
 
     # -- the ops, as plans -------------------------------------------------------------------
 
@@ -559,8 +807,10 @@ class MemoryStore(BaseStore):
             return
         ttl = round(fact.expires_at - fact.updated_at, 3)
         if ttl > 0:
-            yield from self._facts(where)._put(
-                fact.key, fact.value, fact.importance, ttl, None, fact.version
+            # the store contract cannot move an expiry alone: this write drops the fact's
+            # vectors, and the next search that needs them embeds it again
+            yield from self._write(
+                where, fact.key, fact.value, ttl, fact.version, None, fact.importance
             )
 
     def _item(self, where: _Where, fact: Fact) -> Item:
@@ -606,9 +856,13 @@ class MemoryStore(BaseStore):
                     found.append(_Where(labels, scope, hook_scope))
         return found
 
-    def _search(self, op: _Search, refreshes: list[Plan[None]]) -> Plan[list[SearchItem]]:
+    def _search(
+        self, op: _Search, refreshes: list[Plan[None]], queries: dict[str, list[float] | None]
+    ) -> Plan[list[SearchItem]]:
         if op.limit == 0:
             return []
+        if op.query is not None and self.index_embedder is not None:
+            return (yield from self._semantic_search(op, refreshes, queries))
         wheres = yield from self._scopes(op.prefix)
         found: list[_Found] = []
         first_created: dict[tuple[str, ...], float] = {}
@@ -616,16 +870,12 @@ class MemoryStore(BaseStore):
             facts = self._facts(where)
             if op.query is not None:
                 wanted = FILTERED_MATCHES if op.flt else op.offset + op.limit
-                listed = yield from facts._search(op.query, wanted)
+                listed = yield from facts._search(op.query, wanted, "keyword")
             else:
                 listed = yield from facts._list(None)
                 if listed:
                     first_created[where.namespace] = min(f.created_at for f in listed)
-            found.extend(
-                _Found(where, f)
-                for f in listed
-                if not op.flt or all(_matches(_value(f).get(k), v) for k, v in op.flt.items())
-            )
+            found.extend(_Found(where, f) for f in listed if _matches_filter(f, op.flt))
         if op.query is not None:
             found.sort(
                 key=lambda x: (
@@ -645,6 +895,11 @@ class MemoryStore(BaseStore):
                 )
             )
         page = found[op.offset : op.offset + op.limit]
+        return self._page(op, page, refreshes, scored=op.query is not None)
+
+    def _page(
+        self, op: _Search, page: list[_Found], refreshes: list[Plan[None]], scored: bool
+    ) -> list[SearchItem]:
         if op.refresh:
             refreshes.extend(
                 self._refresh(x.where, x.fact) for x in page if x.fact.expires_at is not None
@@ -656,10 +911,68 @@ class MemoryStore(BaseStore):
                 value=_value(x.fact),
                 created_at=_time(x.fact.created_at),
                 updated_at=_time(x.fact.updated_at),
-                score=x.fact.score if op.query is not None else None,
+                score=x.fact.score if scored else None,
             )
             for x in page
         ]
+
+    def _semantic_search(
+        self, op: _Search, refreshes: list[Plan[None]], queries: dict[str, list[float] | None]
+    ) -> Plan[list[SearchItem]]:
+        """A search by meaning, as LangGraph's stores search with an index: the items with
+        vectors by cosine similarity of their best field to the query (``score``), best first;
+        then the matching items without vectors (``score=None``), in insertion order."""
+        assert op.query is not None and self.index_embedder is not None
+        model = self.index_embedder.name
+        wheres = yield from self._scopes(op.prefix)
+        if not wheres:
+            return []
+        vector = yield from self._query_vector(op.query, queries)
+        wanted = op.offset + op.limit
+        scored: list[_Found] = []
+        unscored: list[_Found] = []
+        first_created: dict[tuple[str, ...], float] = {}
+        for where in wheres:
+            yield from self._embed_missing(where)
+            listed: list[Fact] | None = None
+            if op.flt:  # every item of the scope is read, to filter
+                listed = yield from self._facts(where)._list(None)
+                listed = [f for f in listed if _matches_filter(f, op.flt)]
+                if not listed:
+                    continue
+            hits: list[Fact] = []
+            if vector is not None:
+                hits = yield StoreCall(
+                    "search_fact_vectors",
+                    (self.namespace, where.scope, vector),
+                    # with a filter, the scope's every vector: the best ones may not match it
+                    {"model": model, "limit": wanted if listed is None else len(listed) + wanted},
+                )
+            if listed is not None:
+                keep = {f.key for f in listed}
+                hits = [f for f in hits if f.key in keep]
+            elif len(hits) < wanted:  # the page may reach the items without vectors
+                listed = yield from self._facts(where)._list(None)
+            scored.extend(_Found(where, f) for f in hits)
+            if listed:
+                first_created[where.namespace] = min(f.created_at for f in listed)
+                have = {f.key for f in hits}
+                unscored.extend(_Found(where, f) for f in listed if f.key not in have)
+        scored.sort(
+            key=lambda x: (-(x.fact.score or 0.0), x.fact.created_at, x.where.namespace, x.fact.key)
+        )
+        unscored.sort(
+            key=lambda x: (
+                first_created[x.where.namespace],
+                x.where.namespace,
+                x.fact.created_at,
+                x.fact.key,
+            )
+        )
+        for x in unscored:
+            x.fact.score = None
+        page = (scored + unscored)[op.offset : op.offset + op.limit]
+        return self._page(op, page, refreshes, scored=True)
 
     def _list_namespaces(self, op: _List) -> Plan[list[tuple[str, ...]]]:
         wheres = yield from self._scopes(op.literal)
@@ -669,6 +982,63 @@ class MemoryStore(BaseStore):
         if op.max_depth is not None:
             namespaces = {ns[: op.max_depth] for ns in namespaces}
         return sorted(namespaces)[op.offset : op.offset + op.limit]
+
+
+def index_embedder(embed: object) -> tuple[Embedder, Embeddings | None]:
+    """The :class:`Embedder` for LangGraph's ``index["embed"]``, and the LangChain
+    ``Embeddings`` it wraps (``None`` for a memory-adapters :class:`Embedder` such as
+    ``memory.embedder``, used as it is).
+
+    What LangGraph accepts is turned into an ``Embeddings`` by LangGraph's own
+    ``ensure_embeddings``. The model name stored with the vectors is the one
+    ``Memory(embed=...)`` gives the same thing, so that both share them: a
+    ``"provider:model"`` string as it is; a function ``module.qualname``; an ``Embeddings``
+    ``langchain:ClassName`` and ``:model`` when it has a ``model`` or ``model_name``."""
+    if isinstance(embed, Embedder):
+        return embed, None
+    embeddings = ensure_embeddings(embed)  # type: ignore[arg-type,unused-ignore]
+    embedder = LangChainEmbedder(embeddings)
+    if isinstance(embed, str):
+        embedder.name = embed
+    elif not isinstance(embed, Embeddings) and callable(embed):
+        embedder.name = CallableEmbedder(embed).name
+    return embedder, embeddings
+
+
+def _nothing() -> Plan[list[list[float] | None]]:
+    """A plan of no steps returning no vectors."""
+    return []
+    yield  # pragma: no cover - makes this a generator
+
+
+def _unit(vector: Any, dims: int | None, name: str) -> list[float] | None:
+    """``vector`` made unit length; ``None`` for all zeros. Raises
+    :class:`~memory_adapters.errors.EmbedderFailed` for a vector that is not numbers, of other
+    dimensions than ``index["dims"]``, or longer than :data:`MAX_DIMS`."""
+    try:
+        values = [float(x) for x in (vector.tolist() if hasattr(vector, "tolist") else vector)]
+    except (TypeError, ValueError):
+        raise EmbedderFailed(f"embedder {name!r} returned something that is not a vector") from None
+    if not values or len(values) > MAX_DIMS or (dims is not None and len(values) != dims):
+        want = dims if dims is not None else f"1 to {MAX_DIMS}"
+        raise EmbedderFailed(
+            f"embedder {name!r} returned a vector of {len(values)} dimensions, not {want}"
+        )
+    norm = math.sqrt(math.fsum(x * x for x in values))
+    if not math.isfinite(norm):
+        raise EmbedderFailed(f"embedder {name!r} returned a vector that is not finite")
+    if norm == 0.0:
+        return None
+    return [x / norm for x in values]
+
+
+def _check_index(index: object) -> Literal[False] | tuple[str, ...] | None:
+    """A put's own ``index``: ``None``, ``False`` or a list of field paths."""
+    if index is None or index is False:
+        return index
+    if isinstance(index, list | tuple) and all(isinstance(f, str) and f for f in index):
+        return tuple(index)
+    raise InvalidInput(f"a put's index is None, False or a list of field paths, not {index!r}")
 
 
 def _minutes(ttl: object) -> float:

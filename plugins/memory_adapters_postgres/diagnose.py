@@ -215,3 +215,24 @@ def schema_error(
             f"migrate=False before they were made. Create them with {run}"
         )
     return None
+
+
+def no_pgvector(database: str, url: str, *, available: bool) -> StoreNotReady:
+    """The error of ``vector_search="pgvector"`` on a database without the extension: what
+    to install or run, or the option that does without it."""
+    if available:
+        fix = (
+            f'the server has it: run "CREATE EXTENSION vector" in database "{database}" as a '
+            "superuser (or a role the extension's owner allows), then open the store again"
+        )
+    else:
+        fix = (
+            "the server does not have it: install pgvector on the server (for example "
+            'apt-get install postgresql-<version>-pgvector), then run "CREATE EXTENSION '
+            f'vector" in database "{database}" as a superuser'
+        )
+    return StoreNotReady(
+        f'vector_search="pgvector" needs the pgvector extension, which database "{database}" '
+        f'at {url} does not have: {fix}; or use vector_search="auto" (exact search without '
+        "it)"
+    )

@@ -178,6 +178,141 @@ MIGRATIONS: list[list[str]] = [
         # contiguous range of the index.
         'CREATE INDEX facts_by_scope ON {s}.facts (namespace, scope COLLATE "C")',
     ],
+    [
+        # Semantic recall (issue 12). facts.embed_model: the model whose embedding the fact
+        # has (NULL: none); with no rows in fact_vectors it was deliberately left unindexed.
+        "ALTER TABLE {s}.facts ADD COLUMN embed_model text",
+        # One row per indexed field. The vector is a real[] whether or not the server has
+        # pgvector, so the table is the same either way and installing pgvector later needs
+        # no rewrite: with pgvector the store casts it (embedding::vector(dims), an immutable
+        # cast) in its queries and in one partial HNSW index per dims (ensure_hnsw). The
+        # foreign key removes a fact's vectors with the fact (delete, prune).
+        """CREATE TABLE {s}.fact_vectors (
+            namespace text NOT NULL,
+            scope text NOT NULL,
+            key text NOT NULL,
+            field text NOT NULL,
+            model text NOT NULL,
+            dims integer NOT NULL,
+            embedding real[] NOT NULL,
+            PRIMARY KEY (namespace, scope, key, field),
+            FOREIGN KEY (namespace, scope, key) REFERENCES {s}.facts (namespace, scope, key)
+                ON DELETE CASCADE
+        )""",
+        "CREATE INDEX fact_vectors_by_scope ON {s}.fact_vectors (namespace, scope, model, dims)",
+        # pgvector where the server has it and the role may install it (a superuser: it is
+        # not a trusted extension); anything else leaves the exact search, without failing.
+        """DO $do$
+        BEGIN
+            IF EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'vector')
+               AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'vector')
+            THEN
+                BEGIN
+                    CREATE EXTENSION IF NOT EXISTS vector;
+                EXCEPTION WHEN OTHERS THEN
+                    RAISE NOTICE 'pgvector not installed: %', SQLERRM;
+                END;
+            END IF;
+        END
+        $do$""",
+        # The HNSW index (cosine) of the vectors of one dims value, created the first time
+        # a store writes vectors of that size. A role that may not create it (or pgvector
+        # missing, or too many dims for HNSW) gets false: searches are then exact.
+        """CREATE FUNCTION {s}.ensure_hnsw(p_dims integer, p_vs text) RETURNS boolean
+        LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF to_regclass('{s}.fact_vectors_hnsw_' || p_dims) IS NOT NULL THEN
+                RETURN true;
+            END IF;
+            IF p_dims > 2000 THEN
+                RETURN false;
+            END IF;
+            BEGIN
+                EXECUTE format(
+                    'CREATE INDEX IF NOT EXISTS fact_vectors_hnsw_%2$s ON {s}.fact_vectors '
+                    'USING hnsw ((embedding::%1$I.vector(%2$s)) %1$I.vector_cosine_ops) '
+                    'WHERE dims = %2$s', p_vs, p_dims);
+            EXCEPTION
+                WHEN unique_violation OR duplicate_table THEN
+                    RETURN true;  -- another session created it at the same time
+                WHEN OTHERS THEN
+                    RAISE NOTICE 'no HNSW index for % dims: %', p_dims, SQLERRM;
+                    RETURN false;
+            END;
+            RETURN true;
+        END
+        $fn$""",
+        # Vector search in one scope with pgvector, exact for the scope whatever the table:
+        # a scope of at most p_exact_below vectors is compared in full (the scope index, then
+        # <=> on each vector); a larger one asks the HNSW index for the p_ef nearest vectors
+        # of its dims (hnsw.ef_search = p_ef), keeps the scope's, and falls back to the full
+        # comparison when that leaves fewer than p_limit facts (pgvector 0.6 filters an
+        # index scan's results after the scan, so a scope that is a small part of the
+        # table may be missed by it). A fact scores its best field.
+        """CREATE FUNCTION {s}.vector_search(
+            p_ns text, p_scope text, p_model text, p_query real[], p_limit integer,
+            p_now double precision, p_exact_below integer, p_ef integer, p_vs text
+        ) RETURNS TABLE (key text, data text, version bigint, importance double precision,
+                         created_at double precision, updated_at double precision,
+                         expires_at double precision, score double precision, path text)
+        LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_dims integer := cardinality(p_query);
+            v_n bigint;
+            v_keys text[];
+            v_sims double precision[];
+            v_live bigint;
+        BEGIN
+            SELECT count(*) INTO v_n FROM (SELECT 1 FROM {s}.fact_vectors v
+                WHERE v.namespace = p_ns AND v.scope = p_scope AND v.model = p_model
+                AND v.dims = v_dims LIMIT p_exact_below + 1) c;
+            IF v_n = 0 THEN
+                RETURN;
+            END IF;
+            IF v_n > p_exact_below
+               AND to_regclass('{s}.fact_vectors_hnsw_' || v_dims) IS NOT NULL THEN
+                PERFORM set_config('hnsw.ef_search', p_ef::text, true);
+                EXECUTE format(
+                    'SELECT array_agg(g.key ORDER BY g.sim DESC), array_agg(g.sim ORDER BY '
+                    'g.sim DESC) FROM (SELECT c.key, max(c.sim) AS sim FROM (SELECT v.key, '
+                    '1 - (v.embedding::%1$I.vector(%2$s) OPERATOR(%1$I.<=>) '
+                    '$4::%1$I.vector(%2$s)) AS sim FROM {s}.fact_vectors v '
+                    'WHERE v.dims = %2$s AND v.namespace = $1 AND v.scope = $2 '
+                    'AND v.model = $3 ORDER BY v.embedding::%1$I.vector(%2$s) '
+                    'OPERATOR(%1$I.<=>) $4::%1$I.vector(%2$s) LIMIT $5) c GROUP BY c.key) g',
+                    p_vs, v_dims)
+                    INTO v_keys, v_sims USING p_ns, p_scope, p_model, p_query, p_ef;
+                SELECT count(*) INTO v_live FROM unnest(v_keys) AS u(k)
+                    JOIN {s}.facts f ON f.namespace = p_ns AND f.scope = p_scope AND f.key = u.k
+                        AND f.embed_model = p_model
+                    WHERE f.expires_at IS NULL OR f.expires_at > p_now;
+                IF v_live >= p_limit THEN
+                    RETURN QUERY SELECT f.key, f.data, f.version, f.importance, f.created_at,
+                        f.updated_at, f.expires_at, u.sim, 'hnsw'::text
+                        FROM unnest(v_keys, v_sims) AS u(k, sim)
+                        JOIN {s}.facts f ON f.namespace = p_ns AND f.scope = p_scope
+                            AND f.key = u.k AND f.embed_model = p_model
+                        WHERE f.expires_at IS NULL OR f.expires_at > p_now
+                        ORDER BY u.sim DESC, f.importance DESC, f.updated_at DESC,
+                            f.key COLLATE "C"
+                        LIMIT p_limit;
+                    RETURN;
+                END IF;
+            END IF;
+            RETURN QUERY EXECUTE format(
+                'SELECT f.key, f.data, f.version, f.importance, f.created_at, f.updated_at, '
+                'f.expires_at, g.sim, ''exact''::text FROM (SELECT v.key, max(1 - '
+                '(v.embedding::%1$I.vector OPERATOR(%1$I.<=>) $4::%1$I.vector)) AS sim '
+                'FROM {s}.fact_vectors v WHERE v.namespace = $1 AND v.scope = $2 '
+                'AND v.model = $3 AND v.dims = $7 GROUP BY v.key) g JOIN {s}.facts f '
+                'ON f.namespace = $1 AND f.scope = $2 AND f.key = g.key AND f.embed_model = $3 '
+                'WHERE f.expires_at IS NULL OR f.expires_at > $6 '
+                'ORDER BY g.sim DESC, f.importance DESC, f.updated_at DESC, '
+                'f.key COLLATE "C" LIMIT $5', p_vs)
+                USING p_ns, p_scope, p_model, p_query, p_limit, p_now, v_dims;
+        END
+        $fn$""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -13,6 +13,13 @@
   value stays within PostgreSQL's 1 MiB limit.
 * The scopes under a prefix (``list_fact_scopes``) are listed by a skip scan of the index
   ``(namespace, scope COLLATE "C")`` (migration 2): one index seek per distinct scope.
+* Semantic recall (migration 3): a fact's vectors are rows of ``fact_vectors`` (one per
+  field, a ``real[]``), written in the same statement as the fact and removed with it by a
+  foreign key. With pgvector the scope's vectors are compared in SQL, and a scope of more
+  than ``hnsw_min_vectors`` vectors goes through a partial HNSW index per dims (the
+  ``vector_search`` function), exact for the scope whatever the rest of the table holds;
+  without pgvector (or ``vector_search="exact"``) the scope's vectors are fetched and
+  compared in Python (numpy when importable), linear in the scope's facts.
 * Every operation is written once, as a generator of SQL statements, and driven by a sync
   connection or an async one. Async calls use an ``AsyncConnectionPool`` when the store was
   given one, and otherwise run the sync path in a worker thread.
@@ -35,13 +42,16 @@ in ``text`` never loses or truncates content.
 from __future__ import annotations
 
 import json
+import struct
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from memory_adapters.embedders import Embedding
 from memory_adapters.errors import (
     AppendConflict,
+    InvalidInput,
     StoreNotReady,
     StoreUnavailable,
     VersionConflict,
@@ -50,7 +60,15 @@ from memory_adapters.facts import Fact, bound_search_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.store import Store, prefix_upper_bound, store_closed
 
-from .diagnose import connect_error, grants, ident, not_migrated, safe_url, schema_error
+from .diagnose import (
+    connect_error,
+    grants,
+    ident,
+    no_pgvector,
+    not_migrated,
+    safe_url,
+    schema_error,
+)
 from .schema import MIGRATIONS, SCHEMA_VERSION, check_schema_name
 
 if TYPE_CHECKING:
@@ -58,6 +76,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 CONFLICT = "MA409"
+VectorSearch = Literal["auto", "pgvector", "exact"]
+HNSW_MAX_DIMS = 2000
+"""pgvector's limit for an HNSW index on ``vector``: larger vectors are always searched
+exactly."""
 
 
 @dataclass(slots=True)
@@ -74,6 +96,25 @@ class Q:
 Op = Generator[Q, Any, T]
 
 _MSG = "seq, data, tokens, batch, run_id, created_at"
+
+# After a CTE "w" that wrote (or not) the fact %(ns)s/%(sc)s/%(k)s: replace its vectors by
+# those of %(fields)s (%(dims)s floats each, concatenated in %(flat)s) in the same statement.
+# The old fields that are not rewritten are deleted, the others upserted (a DELETE and an
+# INSERT of one key in one statement would collide). A concurrent put may leave a row this
+# statement's snapshot did not see: searches only count vectors of the model the fact
+# records (facts.embed_model), and the next put or re-embedding replaces them.
+_WRITE_VECTORS = (
+    ", d AS (DELETE FROM {s}.fact_vectors AS v WHERE v.namespace = %(ns)s "
+    "AND v.scope = %(sc)s AND v.key = %(k)s AND EXISTS (SELECT 1 FROM w) "
+    "AND v.field <> ALL(%(fields)s::text[])), "
+    "i AS (INSERT INTO {s}.fact_vectors (namespace, scope, key, field, model, dims, embedding) "
+    "SELECT %(ns)s, %(sc)s, %(k)s, u.field, %(m)s, %(dims)s, "
+    "(%(flat)s::real[])[(u.n - 1) * %(dims)s + 1 : u.n * %(dims)s] "
+    "FROM w, unnest(%(fields)s::text[]) WITH ORDINALITY AS u(field, n) "
+    "ON CONFLICT (namespace, scope, key, field) DO UPDATE SET model = excluded.model, "
+    "dims = excluded.dims, embedding = excluded.embedding) "
+    "SELECT * FROM w"
+)
 _FACT = "key, data, version, importance, created_at, updated_at, expires_at"
 
 
@@ -83,6 +124,46 @@ def _record(row: Sequence[Any]) -> Record:
 
 def _fact(row: Sequence[Any], score: float | None = None) -> Fact:
     return Fact.from_row(row[0], row[1], row[2], row[3], row[4], row[5], row[6], score)
+
+
+def _vector_rows(embedding: Embedding | None) -> tuple[str | None, int, list[str], list[float]]:
+    """An embedding as statement parameters: model, dims, field names, and every vector
+    concatenated (the statement slices it); ``InvalidInput`` for a vector of the wrong
+    length."""
+    if embedding is None:
+        return None, 0, [], []
+    dims = int(embedding.dims)
+    fields: list[str] = []
+    flat: list[float] = []
+    for field, vector in embedding.vectors.items():
+        values = [float(x) for x in vector]
+        if len(values) != dims:
+            raise InvalidInput(
+                f"field {field!r} has a vector of {len(values)} dimensions, not {dims}"
+            )
+        fields.append(field)
+        flat.extend(values)
+    return embedding.model, dims, fields, flat
+
+
+def _similarities(blobs: Sequence[bytes], query: Sequence[float]) -> list[float]:
+    """The dot product of ``query`` with each vector, given as ``array_send`` of a 1-D
+    ``real[]`` without NULLs: a 20-byte header, then a 4-byte length and a big-endian float4
+    per element. numpy when importable, else pure Python."""
+    dims = len(query)
+    if not blobs:
+        return []
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is there in the tests
+        layout = struct.Struct(f">{2 * dims}f")
+        return [
+            sum(a * b for a, b in zip(layout.unpack_from(blob, 20)[1::2], query, strict=True))
+            for blob in blobs
+        ]
+    matrix = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), 5 + 2 * dims)
+    sims = matrix[:, 6::2].astype(np.float64) @ np.asarray(query, dtype=np.float64)
+    return [float(x) for x in sims]
 
 
 def _tsquery(terms: Sequence[str]) -> str:
@@ -112,12 +193,25 @@ class PostgresStore(Store):
         timeout: float = 5.0,
         connect_timeout: int = 5,
         migrate: bool = True,
+        vector_search: VectorSearch = "auto",
+        hnsw_min_vectors: int = 2000,
     ) -> None:
         import psycopg
         from psycopg import sql
         from psycopg_pool import ConnectionPool
 
         self._psycopg = psycopg
+        if vector_search not in ("auto", "pgvector", "exact"):
+            raise InvalidInput(
+                f"vector_search is 'auto', 'pgvector' or 'exact', not {vector_search!r}"
+            )
+        if isinstance(hnsw_min_vectors, bool) or not isinstance(hnsw_min_vectors, int):
+            raise InvalidInput(f"hnsw_min_vectors is an int, not {hnsw_min_vectors!r}")
+        self.vector_search: VectorSearch = vector_search
+        self.hnsw_min_vectors = max(0, hnsw_min_vectors)
+        self.pgvector_schema: str | None = None
+        """The schema of the pgvector extension when searches use it, else ``None``."""
+        self._hnsw_dims: set[int] = set()
         self.schema = check_schema_name(schema)
         self._s = sql.Identifier(self.schema).as_string(None)
         self._own_pool = pool is None
@@ -157,6 +251,7 @@ class PostgresStore(Store):
                 self.migrate()
             else:
                 self.check()
+            self._detect_pgvector()
         except BaseException:
             if self._own_pool:
                 pool.close()
@@ -170,9 +265,18 @@ class PostgresStore(Store):
         async_pool: AsyncConnectionPool[Any] | None = None,
         schema: str = "memory_adapters",
         migrate: bool = True,
+        vector_search: VectorSearch = "auto",
+        hnsw_min_vectors: int = 2000,
     ) -> PostgresStore:
         """A store over an application's existing pool(s); the application closes them."""
-        return cls(pool=pool, async_pool=async_pool, schema=schema, migrate=migrate)
+        return cls(
+            pool=pool,
+            async_pool=async_pool,
+            schema=schema,
+            migrate=migrate,
+            vector_search=vector_search,
+            hnsw_min_vectors=hnsw_min_vectors,
+        )
 
     def q(self, text: str) -> str:
         """``text`` with ``{s}`` replaced by the quoted schema name (cached)."""
@@ -231,6 +335,25 @@ class PostgresStore(Store):
                 f"({grants(self.schema, self._role)})"
             )
         return version
+
+    def _detect_pgvector(self) -> None:
+        """Decide how vectors are searched: with pgvector when it is installed in the database
+        (and ``vector_search`` is not ``"exact"``); ``vector_search="pgvector"`` without it
+        raises :class:`~memory_adapters.errors.StoreNotReady` naming the fix."""
+        self.pgvector_schema = None
+        if self.vector_search == "exact":
+            return
+        with self._errors(), self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT (SELECT n.nspname::text FROM pg_catalog.pg_extension e "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
+                "WHERE e.extname = 'vector'), EXISTS (SELECT 1 FROM "
+                "pg_catalog.pg_available_extensions WHERE name = 'vector')"
+            ).fetchone()
+        if row is not None and row[0] is not None:
+            self.pgvector_schema = str(row[0])
+        elif self.vector_search == "pgvector":
+            raise no_pgvector(self._database, self._url, available=bool(row and row[1]))
 
     def _schema_version(self, conn: Any) -> int | None:
         """The schema's version, ``None`` without a ``schema_version`` table; records the
@@ -549,8 +672,12 @@ class PostgresStore(Store):
         importance: float = 0.0,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        embedding: Embedding | None = None,
     ) -> Op[Fact]:
         now = time.time()
+        model, dims, fields, flat = _vector_rows(embedding)
+        if fields:
+            yield from self._ensure_index(dims)
         p = {
             "ns": namespace,
             "sc": scope,
@@ -562,22 +689,28 @@ class PostgresStore(Store):
             "now": now,
             "exp": expires_at,
             "ev": expected_version,
+            "m": model,
+            "dims": dims,
+            "fields": fields,
+            "flat": flat,
         }
         live = "(f.expires_at IS NULL OR f.expires_at > %(now)s)"
         if expected_version is None or expected_version == 0:
             guard = "" if expected_version is None else f"WHERE NOT {live}"
             row = yield Q(
                 self.q(
-                    "INSERT INTO {s}.facts AS f (namespace, scope, key, data, version, importance, "
-                    "created_at, updated_at, expires_at, search) VALUES (%(ns)s, %(sc)s, %(k)s, "
-                    "%(d)s, 1, %(i)s, %(now)s, %(now)s, %(exp)s, to_tsvector('simple', %(t)s)) "
+                    "WITH w AS (INSERT INTO {s}.facts AS f (namespace, scope, key, data, version, "
+                    "importance, created_at, updated_at, expires_at, search, embed_model) VALUES "
+                    "(%(ns)s, %(sc)s, %(k)s, %(d)s, 1, %(i)s, %(now)s, %(now)s, %(exp)s, "
+                    "to_tsvector('simple', %(t)s), %(m)s) "
                     "ON CONFLICT (namespace, scope, key) DO UPDATE SET data = excluded.data, "
                     f"version = CASE WHEN {live} THEN f.version + 1 ELSE 1 END, "
                     f"created_at = CASE WHEN {live} THEN f.created_at "
                     "ELSE excluded.created_at END, "
                     "importance = excluded.importance, updated_at = excluded.updated_at, "
-                    f"expires_at = excluded.expires_at, search = excluded.search {guard} "
-                    "RETURNING version, created_at"
+                    f"expires_at = excluded.expires_at, search = excluded.search, "
+                    f"embed_model = excluded.embed_model {guard} "
+                    "RETURNING version, created_at)" + _WRITE_VECTORS
                 ),
                 p,
                 "one",
@@ -585,11 +718,12 @@ class PostgresStore(Store):
         else:
             row = yield Q(
                 self.q(
-                    "UPDATE {s}.facts AS f SET data = %(d)s, version = f.version + 1, "
+                    "WITH w AS (UPDATE {s}.facts AS f SET data = %(d)s, version = f.version + 1, "
                     "importance = %(i)s, updated_at = %(now)s, expires_at = %(exp)s, "
-                    "search = to_tsvector('simple', %(t)s) WHERE namespace = %(ns)s AND "
+                    "search = to_tsvector('simple', %(t)s), embed_model = %(m)s "
+                    "WHERE namespace = %(ns)s AND "
                     f"scope = %(sc)s AND key = %(k)s AND version = %(ev)s AND {live} "
-                    "RETURNING version, created_at"
+                    "RETURNING version, created_at)" + _WRITE_VECTORS
                 ),
                 p,
                 "one",
@@ -652,11 +786,127 @@ class PostgresStore(Store):
                 f"SELECT {_FACT}, ts_rank(search, q) AS rank FROM {{s}}.facts, "
                 "to_tsquery('simple', %(q)s) AS q WHERE namespace = %(ns)s AND scope = %(sc)s "
                 "AND search @@ q AND (expires_at IS NULL OR expires_at > %(now)s) "
-                "ORDER BY rank DESC, importance DESC, updated_at DESC LIMIT %(n)s"
+                'ORDER BY rank DESC, importance DESC, updated_at DESC, key COLLATE "C" '
+                "LIMIT %(n)s"
             ),
             {"q": _tsquery(terms), "ns": namespace, "sc": scope, "now": time.time(), "n": limit},
         )
         return [_fact(r[:7], float(r[7])) for r in rows]
+
+    def _ensure_index(self, dims: int) -> Op[None]:
+        """With pgvector, the HNSW index of vectors of ``dims`` dimensions, created the first
+        time this store writes such vectors (the ``ensure_hnsw`` function; it answers
+        ``false``, creating nothing, where the role may not or HNSW cannot)."""
+        if self.pgvector_schema is None or dims in self._hnsw_dims or dims > HNSW_MAX_DIMS:
+            return
+        yield Q(self.q("SELECT {s}.ensure_hnsw(%s, %s)"), (dims, self.pgvector_schema), "one")
+        self._hnsw_dims.add(dims)
+
+    def _search_fact_vectors(
+        self,
+        namespace: str,
+        scope: str,
+        vector: Sequence[float],
+        *,
+        model: str,
+        limit: int = 10,
+    ) -> Op[list[Fact]]:
+        query = [float(x) for x in vector]
+        if limit <= 0 or not query:
+            return []
+        now = time.time()
+        if self.pgvector_schema is not None:
+            ef = min(1000, max(100, 4 * limit))
+            rows = yield Q(
+                self.q(
+                    "SELECT * FROM {s}.vector_search(%s, %s, %s, %s::real[], %s, %s, %s, %s, %s)"
+                ),
+                (
+                    namespace,
+                    scope,
+                    model,
+                    query,
+                    limit,
+                    now,
+                    self.hnsw_min_vectors,
+                    ef,
+                    self.pgvector_schema,
+                ),
+            )
+            return [_fact(r[:7], float(r[7])) for r in rows]
+        # The exact search without pgvector: every vector of the scope by this model and size
+        # (the index on (namespace, scope, model, dims)), compared here.
+        rows = yield Q(
+            self.q(
+                "SELECT v.key, array_send(v.embedding), f.importance, f.updated_at "
+                "FROM {s}.fact_vectors v JOIN {s}.facts f ON f.namespace = v.namespace "
+                "AND f.scope = v.scope AND f.key = v.key AND f.embed_model = v.model "
+                "WHERE v.namespace = %s AND v.scope = %s AND v.model = %s AND v.dims = %s "
+                "AND (f.expires_at IS NULL OR f.expires_at > %s)"
+            ),
+            (namespace, scope, model, len(query), now),
+            binary=True,
+        )
+        if not rows:
+            return []
+        sims = _similarities([bytes(r[1]) for r in rows], query)
+        best: dict[str, tuple[float, float, float]] = {}
+        for r, sim in zip(rows, sims, strict=True):
+            got = best.get(r[0])
+            if got is None or sim > got[0]:
+                best[r[0]] = (sim, float(r[2]), float(r[3]))
+        top = sorted(best.items(), key=lambda kv: (-kv[1][0], -kv[1][1], -kv[1][2], kv[0]))
+        top = top[:limit]
+        facts = yield Q(
+            self.q(
+                f"SELECT {_FACT} FROM {{s}}.facts WHERE namespace = %s AND scope = %s "
+                "AND key = ANY(%s::text[])"
+            ),
+            (namespace, scope, [k for k, _ in top]),
+        )
+        by_key = {r[0]: r for r in facts}
+        return [_fact(by_key[k], v[0]) for k, v in top if k in by_key]
+
+    def _facts_to_embed(
+        self, namespace: str, scope: str, model: str, *, limit: int = 256
+    ) -> Op[list[Fact]]:
+        rows = yield Q(
+            self.q(
+                f"SELECT {_FACT} FROM {{s}}.facts WHERE namespace = %s AND scope = %s "
+                "AND embed_model IS DISTINCT FROM %s "
+                'AND (expires_at IS NULL OR expires_at > %s) ORDER BY key COLLATE "C" LIMIT %s'
+            ),
+            (namespace, scope, model, time.time(), limit),
+        )
+        return [_fact(r) for r in rows]
+
+    def _set_fact_embedding(
+        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
+    ) -> Op[bool]:
+        model, dims, fields, flat = _vector_rows(embedding)
+        if fields:
+            yield from self._ensure_index(dims)
+        row = yield Q(
+            self.q(
+                "WITH w AS (UPDATE {s}.facts SET embed_model = %(m)s WHERE namespace = %(ns)s "
+                "AND scope = %(sc)s AND key = %(k)s AND version = %(v)s "
+                "AND (expires_at IS NULL OR expires_at > %(now)s) RETURNING version)"
+                + _WRITE_VECTORS
+            ),
+            {
+                "ns": namespace,
+                "sc": scope,
+                "k": key,
+                "v": version,
+                "now": time.time(),
+                "m": model,
+                "dims": dims,
+                "fields": fields,
+                "flat": flat,
+            },
+            "one",
+        )
+        return row is not None
 
     def _list_fact_scopes(
         self, namespace: str, prefix: str, *, limit: int | None = None
@@ -772,6 +1022,7 @@ class PostgresStore(Store):
         importance: float = 0.0,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        embedding: Embedding | None = None,
     ) -> Fact:
         return self._run(
             lambda: self._put_fact(
@@ -783,6 +1034,7 @@ class PostgresStore(Store):
                 importance=importance,
                 expires_at=expires_at,
                 expected_version=expected_version,
+                embedding=embedding,
             )
         )
 
@@ -803,6 +1055,33 @@ class PostgresStore(Store):
         self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
     ) -> list[Fact]:
         return self._run(lambda: self._search_facts(namespace, scope, terms, limit=limit))
+
+    def search_fact_vectors(
+        self,
+        namespace: str,
+        scope: str,
+        vector: Sequence[float],
+        *,
+        model: str,
+        limit: int = 10,
+    ) -> list[Fact]:
+        """See :meth:`Store.search_fact_vectors`: with pgvector in SQL (HNSW for a scope of
+        more than ``hnsw_min_vectors`` vectors), else exactly in Python."""
+        return self._run(
+            lambda: self._search_fact_vectors(namespace, scope, vector, model=model, limit=limit)
+        )
+
+    def facts_to_embed(
+        self, namespace: str, scope: str, model: str, *, limit: int = 256
+    ) -> list[Fact]:
+        return self._run(lambda: self._facts_to_embed(namespace, scope, model, limit=limit))
+
+    def set_fact_embedding(
+        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
+    ) -> bool:
+        return self._run(
+            lambda: self._set_fact_embedding(namespace, scope, key, version, embedding)
+        )
 
     def list_fact_scopes(
         self, namespace: str, prefix: str, *, limit: int | None = None

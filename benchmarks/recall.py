@@ -164,8 +164,10 @@ class MemoryTarget:
         *,
         label: str | None = None,
         store_options: dict[str, Any] | None = None,
+        after_fill: Callable[[Any], None] | None = None,
     ) -> None:
         self.label = label or url
+        self._after_fill = after_fill
         self.memory = Memory(url, embed=embedder, store_options=store_options)
         self._session = self.memory.session(user_id=USER_ID)
         self._session.__enter__()
@@ -187,6 +189,8 @@ class MemoryTarget:
             self.store.put_fact(
                 namespace, scope, corpus.keys[i], dumps(corpus.values[i]), **options
             )
+        if self._after_fill is not None:
+            self._after_fill(self.store)
 
     def search(self, query: str, mode: str) -> list[str]:
         return [f.key for f in self.facts.search(query, limit=LIMIT, mode=cast(Any, mode))]
@@ -268,6 +272,15 @@ def _postgres_options(vector_search: str) -> dict[str, Any] | None:
     return {"schema": "recall_" + os.urandom(4).hex()}
 
 
+def _analyze(store: Any) -> None:
+    """``ANALYZE`` the store's tables after a bulk fill: what autovacuum does soon after one.
+    Without it the planner still believes the freshly filled tables empty, and the exact
+    search's join takes about 8 times longer (400 ms instead of 50 at 1,000 facts here)."""
+    with store.pool.connection() as conn:
+        for table in ("facts", "fact_vectors"):
+            conn.execute(f'ANALYZE "{store.schema}".{table}')
+
+
 def _postgres(workdir: Path, embedder: Any) -> Target | str:
     try:
         import psycopg  # noqa: F401
@@ -280,6 +293,7 @@ def _postgres(workdir: Path, embedder: Any) -> Target | str:
         embedder,
         label="postgresql, exact search in Python (no pgvector)",
         store_options=_postgres_options("exact"),
+        after_fill=_analyze,
     )
 
 
@@ -313,6 +327,7 @@ def _postgres_pgvector(workdir: Path, embedder: Any) -> Target | str:
             embedder,
             label="postgresql with pgvector (pgserver's PostgreSQL 16; HNSW above 5,000 vectors)",
             store_options=options,
+            after_fill=_analyze,
         )
 
 

@@ -45,7 +45,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -401,9 +401,9 @@ def measure(
     asked: Sequence[Question],
     embedder: Any,
     budget_s: float,
-) -> list[Row]:
-    """Fill ``target`` size by size, and at each size ask every question in every mode."""
-    rows: list[Row] = []
+) -> Iterator[Row]:
+    """Fill ``target`` size by size, and at each size ask every question in every mode; the
+    rows of each size as soon as it is measured."""
     filled = 0
     modes = target.modes()
     for size in sizes:
@@ -441,10 +441,10 @@ def measure(
         for mode in MODES:
             if mode not in modes:
                 if target.kind == "store":
-                    rows.append(Row(name, size, mode, 0, note=NA_VECTORS))
+                    yield Row(name, size, mode, 0, note=NA_VECTORS)
                 continue
             found = sorted(t / 1000 for t in times[mode])
-            rows.append(
+            yield (
                 Row(
                     name,
                     size,
@@ -459,7 +459,6 @@ def measure(
                     fill_s=fill_s,
                 )
             )
-    return rows
 
 
 # -- output -------------------------------------------------------------------------------------

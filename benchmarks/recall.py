@@ -523,6 +523,7 @@ def verdicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
             continue  # no paraphrase asked before the budget ran out
         assert s.recall_paraphrase is not None and h.recall_paraphrase is not None
         assert k.recall_paraphrase is not None
+        asked = sum(q.kind == "paraphrase" for q in questions()[: h.asked])
         gap = s.recall_paraphrase - h.recall_paraphrase
         above = h.recall_paraphrase - k.recall_paraphrase
         out.append(
@@ -532,6 +533,7 @@ def verdicts(rows: Sequence[Row]) -> list[dict[str, Any]]:
                 "semantic_minus_hybrid": gap,
                 "hybrid_minus_keyword": above,
                 "holds": gap <= BAR + 1e-9 and above >= FAR_ABOVE - 1e-9,
+                "paraphrases_asked": asked,
                 "shared": {
                     m: r.recall_shared for m, r in (("keyword", k), ("semantic", s), ("hybrid", h))
                 },
@@ -712,6 +714,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"below semantic (bar: at most {BAR}) and {v['hybrid_minus_keyword']:+.2f} above "
             f"keyword (bar: at least {FAR_ABOVE}): "
             + ("holds" if v["holds"] else "DOES NOT HOLD")
+            + (
+                f" (on a sample of {v['paraphrases_asked']} paraphrases)"
+                if v["paraphrases_asked"] < len(recall_set.LABELLED)
+                else ""
+            )
             + "; shared words: "
             + ", ".join(f"{m} {x:.2f}" for m, x in v["shared"].items() if x is not None)
         )

@@ -254,6 +254,15 @@ def _warn(message: str) -> None:
     warnings.warn(message, EmbeddingWarning, stacklevel=6)
 
 
+def _with_every_term(facts: list[Fact], terms: list[str]) -> list[Fact]:
+    """The keyword hits a hybrid search fuses: those holding every word of the query. A fact
+    sharing one word with a question ("what *food* must I avoid?") is as likely noise as not,
+    and fused at the rank the keyword engine gave it, it pushes out what the meaning found
+    (measured: ``benchmarks/README.md``, recall)."""
+    wanted = set(terms)
+    return [f for f in facts if wanted <= set(_WORD.findall(search_text(f.key, f.value).lower()))]
+
+
 def fuse(rankings: list[list[Fact]], limit: int) -> list[Fact]:
     """Reciprocal rank fusion of several rankings of facts (each best first): a fact's score
     is the sum over the rankings it is in of ``1 / (RRF_K + rank)``; ties go to the more
@@ -364,24 +373,21 @@ class Facts:
                 _warn(f"{type(memory.store).__name__} cannot search by meaning: keywords only")
                 mode = "keyword"
         pool = limit if mode != "hybrid" else max(2 * limit, 10)
-        rankings: list[list[Fact]] = []
         terms = search_terms(query)
+        keyword: list[Fact] = []
         if mode != "semantic" and terms:
-            rankings.append(
-                (
-                    yield StoreCall(
-                        "search_facts", (self.namespace, self._owner, terms), {"limit": pool}
-                    )
-                )
+            keyword = yield StoreCall(
+                "search_facts", (self.namespace, self._owner, terms), {"limit": pool}
             )
+        semantic: list[Fact] | None = None
         if mode != "keyword" and query.strip():
-            found = yield from self._semantic(query, pool, strict=mode == "semantic")
-            if found is not None:
-                rankings.append(found)
-        if mode == "hybrid":
-            results = fuse(rankings, limit)
-        else:
-            results = rankings[0][:limit] if rankings else []
+            semantic = yield from self._semantic(query, pool, strict=mode == "semantic")
+        if mode == "hybrid" and semantic is not None:
+            results = fuse([_with_every_term(keyword, terms), semantic], limit)
+        elif mode == "semantic":
+            results = (semantic or [])[:limit]
+        else:  # keyword, or a hybrid search whose embedder failed
+            results = keyword[:limit]
         step = memory.hooks.facts_searched(self.scope, query, results)
         if step is not None:
             yield step
@@ -492,12 +498,12 @@ class Facts:
         not :data:`STOP_WORDS`; a query with none finds nothing), ranked by the store's
         full-text engine; ``"semantic"`` ranks the scope's facts by the cosine similarity of
         their embedding to the query's (``score``: the similarity; needs an embedder, else
-        :class:`~memory_adapters.errors.NoEmbedder`); ``"hybrid"`` fuses both rankings
-        (reciprocal rank fusion, :data:`RRF_K`; ``score``: the fused score). The default is
-        ``"hybrid"`` when the ``Memory`` has an embedder, else ``"keyword"``; if the embedder
-        fails, a hybrid search uses keywords (with an
-        :class:`~memory_adapters.errors.EmbeddingWarning`) and a semantic one raises
-        :class:`~memory_adapters.errors.EmbedderFailed`.
+        :class:`~memory_adapters.errors.NoEmbedder`); ``"hybrid"`` fuses the semantic ranking
+        with the keyword hits that hold every word of the query (reciprocal rank fusion,
+        :data:`RRF_K`; ``score``: the fused score). The default is ``"hybrid"`` when the
+        ``Memory`` has an embedder, else ``"keyword"``; if the embedder fails, a hybrid search
+        uses keywords (with an :class:`~memory_adapters.errors.EmbeddingWarning`) and a
+        semantic one raises :class:`~memory_adapters.errors.EmbedderFailed`.
         """
         return self._run(self._search(query, limit, mode))
 

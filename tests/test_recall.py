@@ -292,3 +292,18 @@ def test_a_langchain_agent_finds_a_fact_by_meaning() -> None:
     out = agent.invoke({"messages": [{"role": "user", "content": "What should I drink?"}]}, config)
     results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert json.loads(str(results[0].content))[0]["key"] == "favourite_tea"
+
+
+def test_a_word_in_common_does_not_push_out_what_the_meaning_found() -> None:
+    """Hybrid search fuses only the keyword hits holding every word of the question: notes
+    that share one word with it ("make") are noise, and would tie with the fact the meaning
+    found at the top."""
+    memory = Memory("memory://", embed=ConceptEmbedder())
+    with memory.session(user_id="u"):
+        memory.facts.put("favourite_tea", "oolong")
+        for i in range(10):
+            memory.facts.put(f"chore_{i}", f"make the bed, number {i}")
+        question = "Which beverage should I make?"
+        assert _keys(memory.facts.search(question, limit=1)) == ["favourite_tea"]
+        assert _keys(memory.facts.search(question, limit=1, mode="keyword"))[0].startswith("chore")
+        assert _keys(memory.facts.search("make bed number 3", limit=1)) == ["chore_3"]

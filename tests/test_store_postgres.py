@@ -407,7 +407,7 @@ def test_a_small_scope_in_a_large_table_is_searched_exactly(
     3 facts among 5,000 would mostly come back empty. It is compared in full instead (below
     hnsw_min_vectors), and even when forced through the index (hnsw_min_vectors=0) the short
     answer falls back to the full comparison."""
-    store = PostgresStore(pgvector_url, schema=pgvector_schema)
+    store = PostgresStore(pgvector_url, schema=pgvector_schema, hnsw_min_vectors=2000)
     forced = PostgresStore(pgvector_url, schema=pgvector_schema, hnsw_min_vectors=0)
     try:
         rng = random.Random(3)
@@ -440,7 +440,17 @@ def test_a_small_scope_in_a_large_table_is_searched_exactly(
 def test_the_hnsw_index_is_made_per_dims_on_first_write(
     pgvector_url: str, pgvector_schema: str
 ) -> None:
-    store = PostgresStore(pgvector_url, schema=pgvector_schema)
+    plain = PostgresStore(pgvector_url, schema=pgvector_schema)  # exact searches: no index
+    plain.put_fact(
+        "ns", "s", "z", "1", text="", embedding=Embedding("m", 3, {"$": normalized([3, 2, 1])})
+    )
+    plain.close()
+    with psycopg.connect(pgvector_url) as conn:
+        assert not conn.execute(
+            "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexdef LIKE '%%USING hnsw%%'",
+            (pgvector_schema,),
+        ).fetchall()
+    store = PostgresStore(pgvector_url, schema=pgvector_schema, hnsw_min_vectors=2000)
     try:
         store.put_fact(
             "ns", "s", "a", "1", text="", embedding=Embedding("m", 3, {"$": normalized([1, 2, 3])})

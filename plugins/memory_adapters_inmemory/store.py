@@ -363,11 +363,13 @@ class InMemoryStore(Store):
         self._check_open()
         now = time.time()
         with self._lock:
-            rows = sorted(self._facts.get((namespace, scope), {}).items())
-            stale = [
-                row.fact(key) for key, row in rows if row.live(now) and row.embed_model != model
-            ]
-        return stale[:limit]
+            facts = self._facts.get((namespace, scope), {})
+            stale = sorted(
+                key
+                for key, row in facts.items()
+                if row.embed_model != model and row.live(now)  # filtered, then sorted
+            )[:limit]
+            return [facts[key].fact(key) for key in stale]
 
     def set_fact_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding

@@ -15,9 +15,9 @@
   ``(namespace, scope COLLATE "C")`` (migration 2): one index seek per distinct scope.
 * Semantic recall (migration 3): a fact's vectors are rows of ``fact_vectors`` (one per
   field, a ``real[]``), written in the same statement as the fact and removed with it by a
-  foreign key. With pgvector the scope's vectors are compared in SQL, and a scope of more
-  than ``hnsw_min_vectors`` vectors goes through a partial HNSW index per dims (the
-  ``vector_search`` function), exact for the scope whatever the rest of the table holds;
+  foreign key. With pgvector the scope's vectors are compared in SQL (exact); only when
+  ``hnsw_min_vectors`` is given does a scope of more vectors than that go through a partial
+  HNSW index per dims (the ``vector_search`` function; approximate, see docs/postgres.md);
   without pgvector (or ``vector_search="exact"``) the scope's vectors are fetched and
   compared in Python (numpy when importable), linear in the scope's facts.
 * Every operation is written once, as a generator of SQL statements, and driven by a sync
@@ -80,6 +80,9 @@ VectorSearch = Literal["auto", "pgvector", "exact"]
 HNSW_MAX_DIMS = 2000
 """pgvector's limit for an HNSW index on ``vector``: larger vectors are always searched
 exactly."""
+
+EXACT_ONLY = 2**31 - 2  # p_exact_below + 1 must fit an integer
+"""The ``p_exact_below`` that makes ``vector_search`` compare every vector of the scope."""
 
 
 @dataclass(slots=True)
@@ -194,7 +197,7 @@ class PostgresStore(Store):
         connect_timeout: int = 5,
         migrate: bool = True,
         vector_search: VectorSearch = "auto",
-        hnsw_min_vectors: int = 2000,
+        hnsw_min_vectors: int | None = None,
     ) -> None:
         import psycopg
         from psycopg import sql
@@ -205,10 +208,14 @@ class PostgresStore(Store):
             raise InvalidInput(
                 f"vector_search is 'auto', 'pgvector' or 'exact', not {vector_search!r}"
             )
-        if isinstance(hnsw_min_vectors, bool) or not isinstance(hnsw_min_vectors, int):
-            raise InvalidInput(f"hnsw_min_vectors is an int, not {hnsw_min_vectors!r}")
+        if hnsw_min_vectors is not None and (
+            isinstance(hnsw_min_vectors, bool) or not isinstance(hnsw_min_vectors, int)
+        ):
+            raise InvalidInput(f"hnsw_min_vectors is an int or None, not {hnsw_min_vectors!r}")
         self.vector_search: VectorSearch = vector_search
-        self.hnsw_min_vectors = max(0, hnsw_min_vectors)
+        self.hnsw_min_vectors = None if hnsw_min_vectors is None else max(0, hnsw_min_vectors)
+        """With pgvector, scopes with more vectors than this are searched through the HNSW
+        index (approximate); ``None`` (the default): every search is exact."""
         self.pgvector_schema: str | None = None
         """The schema of the pgvector extension when searches use it, else ``None``."""
         self._hnsw_dims: set[int] = set()
@@ -266,7 +273,7 @@ class PostgresStore(Store):
         schema: str = "memory_adapters",
         migrate: bool = True,
         vector_search: VectorSearch = "auto",
-        hnsw_min_vectors: int = 2000,
+        hnsw_min_vectors: int | None = None,
     ) -> PostgresStore:
         """A store over an application's existing pool(s); the application closes them."""
         return cls(
@@ -797,7 +804,12 @@ class PostgresStore(Store):
         """With pgvector, the HNSW index of vectors of ``dims`` dimensions, created the first
         time this store writes such vectors (the ``ensure_hnsw`` function; it answers
         ``false``, creating nothing, where the role may not or HNSW cannot)."""
-        if self.pgvector_schema is None or dims in self._hnsw_dims or dims > HNSW_MAX_DIMS:
+        if (
+            self.pgvector_schema is None
+            or self.hnsw_min_vectors is None  # exact searches: no index to maintain
+            or dims in self._hnsw_dims
+            or dims > HNSW_MAX_DIMS
+        ):
             return
         yield Q(self.q("SELECT {s}.ensure_hnsw(%s, %s)"), (dims, self.pgvector_schema), "one")
         self._hnsw_dims.add(dims)
@@ -828,7 +840,7 @@ class PostgresStore(Store):
                     query,
                     limit,
                     now,
-                    self.hnsw_min_vectors,
+                    EXACT_ONLY if self.hnsw_min_vectors is None else self.hnsw_min_vectors,
                     ef,
                     self.pgvector_schema,
                 ),

@@ -325,7 +325,7 @@ def _postgres_pgvector(workdir: Path, embedder: Any) -> Target | str:
         return MemoryTarget(
             _pgvector_server.url,
             embedder,
-            label="postgresql with pgvector (pgserver's PostgreSQL 16; HNSW above 5,000 vectors)",
+            label="postgresql with pgvector (pgserver's PostgreSQL 16; exact in SQL)",
             store_options=options,
             after_fill=_analyze,
         )

@@ -26,7 +26,9 @@ from memory_adapters.store import Store
 
 from . import test_store
 
-BACKENDS = ("memory", "sqlite", "postgres")
+BACKENDS = ("memory", "sqlite", "postgres", "postgres-pgvector")
+"""``postgres`` is a server without pgvector (exact search in Python); ``postgres-pgvector``
+the ``pgserver`` wheel's PostgreSQL 16 with pgvector (exact search in SQL)."""
 
 HELPER_TESTS = {
     "test_dedupe_ops_maps_repeated_reads_and_puts_to_one_op",
@@ -124,7 +126,11 @@ def _memory_store(
     backend = upstream_backend
     made: list[Memory] = []
     schemas: list[str] = []
-    postgres_url = request.getfixturevalue("postgres_url") if backend == "postgres" else ""
+    postgres_url = ""
+    if backend.startswith("postgres"):
+        fixture = "pgvector_url" if backend == "postgres-pgvector" else "postgres_url"
+        postgres_url = request.getfixturevalue(fixture)
+    options = {"vector_search": "pgvector"} if backend == "postgres-pgvector" else {}
 
     def make_memory() -> Memory:
         if backend == "memory":
@@ -136,7 +142,8 @@ def _memory_store(
 
             schema = "lg_" + uuid.uuid4().hex[:12]
             schemas.append(schema)
-            memory = Memory(store=PostgresStore(postgres_url, schema=schema), embed=False)
+            store = PostgresStore(postgres_url, schema=schema, **options)  # type: ignore[arg-type]
+            memory = Memory(store=store, embed=False)
         assert backend == "sqlite" or supports_vectors(memory.store) == _has_vectors(backend)
         made.append(memory)
         return memory

@@ -107,6 +107,9 @@ class Memory:
             f"memory_adapters.scope.{id(self):x}", default=None
         )
         self.tools = MemoryTools(self)
+        self.working_version = 0
+        """Counts the working-memory writes made through this ``Memory``: a run renders its
+        working memory from what it read at its start until this changes."""
 
     # -- plugins -------------------------------------------------------------------------------
 

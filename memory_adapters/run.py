@@ -20,9 +20,10 @@ LangChain adapters load, show and persist memory the same way:
    and calls ``run_failed``. Values a framework accepted from a model that JSON cannot hold
    are stored in the encoding of :func:`~memory_adapters.validation.json_safe`. An
    adapter that can see the run's steps (the LangChain middleware) may instead ``save`` each
-   step's messages as they complete, each as a batch of its own (keys ``<run id>.1``,
-   ``<run id>.2`` ...), so that a run which raises keeps what completed; ``finish`` then
-   persists what is left and hands ``run_finished`` every message of the run.
+   step's messages, each as a batch of its own (keys ``<run id>.1``, ``<run id>.2`` ...;
+   several steps in one write with ``_save_steps``), so that a run which raises keeps what
+   completed; ``finish`` then persists what is left and hands ``run_finished`` every message
+   of the run.
 
 Every operation has a sync and an async form (``finish`` / ``afinish`` ...), written once as a
 plan (see :mod:`.steps`). While a run is active (:meth:`RunLifecycle.activate`), the
@@ -49,10 +50,10 @@ from .errors import InvalidInput, NoScope
 from .facts import Facts
 from .messages import AppendResult, Message
 from .scope import Scope
-from .steps import Plan, drive_async, drive_sync
+from .steps import Plan, drive_async, drive_sync, gather
 from .validation import MAX_ID_LENGTH, check_positive_int
 from .window import pair_tool_calls
-from .working import POLICIES, MergePolicy, MergeReport, WorkingMemory
+from .working import POLICIES, MergePolicy, MergeReport, Note, WorkingMemory
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -230,6 +231,7 @@ class RunLifecycle:
 
     __slots__ = (
         "_closed",
+        "_notes",
         "_outer",
         "_preloaded",
         "_saved",
@@ -278,6 +280,7 @@ class RunLifecycle:
         self._saved: list[Message] = []
         self._steps = itertools.count(1)
         self._preloaded: str | None = None
+        self._notes: tuple[int, dict[str, Note]] | None = None
         self._outer: RunLifecycle | None = None
 
     @property
@@ -329,6 +332,28 @@ class RunLifecycle:
             )
         return window
 
+    def _open(self, options: dict[str, Any], working: bool) -> Plan[Window]:
+        """The window, and with ``working`` the run's working memory (kept for
+        :meth:`_fragments`), read together: one round trip where the store can."""
+        if not working:
+            window: Window = yield from self._window(options)
+            return window
+        version = self.memory.working_version
+        wm = WorkingMemory(self.memory, self.scope)
+        window, notes = yield from gather(self._window(options), wm._items())
+        self._notes = (version, notes)
+        return window
+
+    def _working_notes(self) -> Plan[dict[str, Note]]:
+        """The run's working memory: as read at the run's start (or last read), unless a
+        working-memory write through this ``Memory`` came since."""
+        version = self.memory.working_version
+        if self._notes is not None and self._notes[0] == version:
+            return self._notes[1]
+        notes: dict[str, Note] = yield from WorkingMemory(self.memory, self.scope)._items()
+        self._notes = (version, notes)
+        return notes
+
     def _fragments(
         self, prompt: str | None, tools: bool, preload_facts: int, working: bool
     ) -> Plan[list[str]]:
@@ -344,9 +369,8 @@ class RunLifecycle:
             if self._preloaded:
                 fragments.append(self._preloaded)
         if working:
-            wm = WorkingMemory(self.memory, self.scope)
-            notes = yield from wm._items()
-            rendered = wm._render(notes, None)
+            notes = yield from self._working_notes()
+            rendered = WorkingMemory(self.memory, self.scope)._render(notes, None)
             if rendered:
                 fragments.append(f"{WORKING_HEADER}\n{rendered}")
         return fragments
@@ -376,6 +400,12 @@ class RunLifecycle:
             msgs, f"{self.run.run_id}.{next(self._steps)}"
         )
         return result
+
+    def _save_steps(self, steps: Sequence[Sequence[Message]]) -> Plan[list[AppendResult | None]]:
+        """Persist several completed steps, each a batch of its own (as :meth:`save` would,
+        one after the other), in one write: one round trip where the store can."""
+        results: list[AppendResult | None] = yield from gather(*(self._save(s) for s in steps))
+        return results
 
     def _persist(
         self, messages: Sequence[Message], error: BaseException | None
@@ -422,6 +452,11 @@ class RunLifecycle:
         by ``options``)."""
         return self._run(self._window(options))
 
+    def open(self, *, working: bool = True, **options: Any) -> Window:
+        """:meth:`window`, and with ``working`` the run's working memory read in the same
+        round trip (the first :meth:`fragments` then needs no read)."""
+        return self._run(self._open(options, working))
+
     def fragments(
         self,
         prompt: str | None = None,
@@ -462,6 +497,10 @@ class RunLifecycle:
     async def awindow(self, **options: Any) -> Window:
         """Async :meth:`window`."""
         return await self._arun(self._window(options))
+
+    async def aopen(self, *, working: bool = True, **options: Any) -> Window:
+        """Async :meth:`open`."""
+        return await self._arun(self._open(options, working))
 
     async def afragments(
         self,

@@ -1,10 +1,12 @@
 """Core operations are written once, as generators of steps, and driven sync or async.
 
 A step is a :class:`StoreCall` (a store method by its sync name; the async driver calls the
-``a``-prefixed twin), a :class:`HookCall` or an :class:`EmbedCall`. The generator receives
-each step's result and returns the operation's result. :func:`drive_sync` and
-:func:`drive_async` run a generator, so that ``Conversation.window`` and
-``Conversation.awindow`` share every line of logic.
+``a``-prefixed twin), a :class:`StoreBatch` (store calls that do not depend on each other,
+which a store may send in one round trip), a :class:`HookCall` or an :class:`EmbedCall`. The
+generator receives each step's result and returns the operation's result. :func:`drive_sync`
+and :func:`drive_async` run a generator, so that ``Conversation.window`` and
+``Conversation.awindow`` share every line of logic; :func:`gather` runs several plans side by
+side, so that the reads of a run's start (its window, its working memory) cost one round trip.
 """
 
 from __future__ import annotations
@@ -34,6 +36,15 @@ class StoreCall:
     method: str
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class StoreBatch:
+    """Store calls that do not depend on each other, made together: the result is the list of
+    their results, in order (the first call that raises raises). A store sends them in one
+    round trip where it can (:meth:`~memory_adapters.store.Store.batch`)."""
+
+    calls: list[StoreCall]
 
 
 @dataclass(slots=True)
@@ -74,8 +85,47 @@ def _report(step: HookCall, exc: Exception) -> None:
     )
 
 
-Step = StoreCall | HookCall | EmbedCall
+Step = StoreCall | StoreBatch | HookCall | EmbedCall
 Plan = Generator[Step, Any, T]
+
+
+def one_call(call: StoreCall) -> Plan[Any]:
+    """A plan of one store call (to :func:`gather` calls with plans)."""
+    result = yield call
+    return result
+
+
+def gather(*plans: Plan[Any]) -> Plan[list[Any]]:
+    """Run ``plans`` side by side; return their results, in order.
+
+    Each round, every plan still going is advanced to its next step: their store calls are
+    made as one :class:`StoreBatch`, any other step (a hook, an embedding) on its own. So the
+    first reads of independent plans share one round trip, and so do their second ones."""
+    results: list[Any] = [None] * len(plans)
+    pending: dict[int, Step] = {}
+    for i, plan in enumerate(plans):
+        try:
+            pending[i] = next(plan)
+        except StopIteration as stop:
+            results[i] = stop.value
+    while pending:
+        answers: dict[int, Any] = {}
+        calls = [(i, s) for i, s in pending.items() if isinstance(s, StoreCall)]
+        if len(calls) == 1:
+            answers[calls[0][0]] = yield calls[0][1]
+        elif calls:
+            got = yield StoreBatch([s for _, s in calls])
+            answers.update(zip((i for i, _ in calls), got, strict=True))
+        for i, s in pending.items():
+            if not isinstance(s, StoreCall):
+                answers[i] = yield s
+        for i in list(pending):
+            try:
+                pending[i] = plans[i].send(answers[i])
+            except StopIteration as stop:
+                results[i] = stop.value
+                del pending[i]
+    return results
 
 
 def drive_sync(plan: Plan[T], store: Store, hooks: Hooks) -> T:
@@ -86,6 +136,8 @@ def drive_sync(plan: Plan[T], store: Store, hooks: Hooks) -> T:
             step = plan.send(result)
             if isinstance(step, StoreCall):
                 result = getattr(store, step.method)(*step.args, **step.kwargs)
+            elif isinstance(step, StoreBatch):
+                result = store.batch(step.calls)
             elif isinstance(step, EmbedCall):
                 try:
                     result = step.embedder.embed(step.texts, step.input_type)  # type: ignore[arg-type]
@@ -115,6 +167,8 @@ async def drive_async(plan: Plan[T], store: Store, hooks: Hooks) -> T:
             step = plan.send(result)
             if isinstance(step, StoreCall):
                 result = await getattr(store, "a" + step.method)(*step.args, **step.kwargs)
+            elif isinstance(step, StoreBatch):
+                result = await store.abatch(step.calls)
             elif isinstance(step, EmbedCall):
                 try:
                     result = await step.embedder.aembed(step.texts, step.input_type)  # type: ignore[arg-type]

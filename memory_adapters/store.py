@@ -26,12 +26,15 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .embedders import Embedding
 from .errors import StoreUnavailable, Unsupported
 from .facts import Fact
 from .messages import AppendResult, Entry, Record, Summary
+
+if TYPE_CHECKING:
+    from .steps import StoreCall
 
 T = TypeVar("T")
 
@@ -269,12 +272,23 @@ class Store(ABC):
     def prune(self) -> int:
         """Delete expired facts now; return how many. Reads filter them out regardless."""
 
+    def batch(self, calls: Sequence[StoreCall]) -> list[Any]:
+        """Make ``calls`` (store methods by name, with their arguments; none depends on another's
+        result) and return their results in order. The core batches the reads a run starts
+        with (its window and its working memory). The default makes them one after the other;
+        a store with round trips to save sends them at once (PostgreSQL: one pipeline)."""
+        return [getattr(self, c.method)(*c.args, **c.kwargs) for c in calls]
+
     def close(self) -> None:  # noqa: B027 - optional, most stores have something to release
         """Release connections. Afterwards every method raises
         :class:`~memory_adapters.errors.StoreUnavailable` (:func:`store_closed`); closing
         again does nothing."""
 
     # -- async twins -----------------------------------------------------------------------
+
+    async def abatch(self, calls: Sequence[StoreCall]) -> list[Any]:
+        """Async :meth:`batch`: the async twins one after the other, by default."""
+        return [await getattr(self, "a" + c.method)(*c.args, **c.kwargs) for c in calls]
 
     async def aappend(
         self,

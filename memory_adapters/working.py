@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .errors import InvalidInput, MergeConflict
 from .facts import Fact
-from .steps import Plan, StoreCall, drive_async, drive_sync
+from .steps import Plan, StoreCall, drive_async, drive_sync, gather, one_call
 from .validation import (
     MAX_VALUE_BYTES,
     check_id,
@@ -152,8 +152,12 @@ class WorkingMemory:
 
     def _items(self) -> Plan[dict[str, Note]]:
         merged: dict[str, Note | None] = {}
-        for path in reversed(self._lineage()):
-            facts: list[Fact] = yield StoreCall("list_facts", (self.namespace, path))
+        paths = list(reversed(self._lineage()))
+        # every level of the lineage at once: one round trip however deep the fork
+        found: list[list[Fact]] = yield from gather(
+            *(one_call(StoreCall("list_facts", (self.namespace, path))) for path in paths)
+        )
+        for path, facts in zip(paths, found, strict=True):
             for f in facts:
                 merged[f.key] = None if _envelope(f).get("del") else _note(path, f)
         return {k: v for k, v in merged.items() if v is not None}
@@ -197,6 +201,7 @@ class WorkingMemory:
                 (self.namespace, self.path, key, data),
                 {"text": key, "importance": importance, "expires_at": expires_at},
             )
+        self._memory.working_version += 1  # after the write: runs read their notes again
         step = self._memory.hooks.working_written(
             self.path, key, None if deleted else value, deleted
         )
@@ -261,6 +266,7 @@ class WorkingMemory:
                 report.applied.append(f.key)
         for f in own:
             yield StoreCall("delete_fact", (self.namespace, self.path, f.key))
+        self._memory.working_version += 1
         step = self._memory.hooks.working_merged(self.path, parent.path, report)
         if step is not None:
             yield step

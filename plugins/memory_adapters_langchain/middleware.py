@@ -5,9 +5,10 @@ agent, however it is called (``invoke``, ``ainvoke``, ``stream``, ``astream``, `
 
 ``before_agent``
     decides the run's scope (:meth:`MemoryMiddleware.resolve_scope`) or raises
-    :class:`~memory_adapters.NoScope`, calls ``run_started``, loads the budgeted window of the
-    stored conversation into the middleware's private per-run state (never into the graph
-    state, so never into a checkpoint), and persists the run's input.
+    :class:`~memory_adapters.NoScope`, calls ``run_started``, and loads the budgeted window of
+    the stored conversation (and the working memory, in the same round trip) into the
+    middleware's private per-run state (never into the graph state, so never into a
+    checkpoint).
 ``wrap_model_call`` / ``awrap_model_call``
     shows the model the window, then the run's own messages, and adds to the system message
     the memory's fragments (tool guidance, optionally the user's facts most relevant to the
@@ -18,12 +19,15 @@ agent, however it is called (``invoke``, ``ainvoke``, ``stream``, ``astream``, `
 ``tools``
     the long-term memory tools (:mod:`.tools`); ``wrap_tool_call`` makes the run active around
     every tool call, so the memory tools reach the run's scope and a wrapped agent called from a
-    tool becomes a sub-agent on a fork of the run's working memory; it persists each tool
-    result as soon as the tool returns.
-``after_model`` / ``before_model`` / ``after_agent``
-    persist what each step added (the model's message, tool results), each step as a batch of
-    its own, so that a run that raises keeps what completed; ``after_agent`` calls
-    ``run_finished`` and merges a sub-agent's fork back.
+    tool becomes a sub-agent on a fork of the run's working memory.
+``after_agent``
+    persists the run: each step (the input, what each model call and its tool calls added,
+    the rest) as a batch of its own, keyed by the run and the step, all in one write (one round
+    trip where the store can); calls ``run_finished`` and merges a sub-agent's fork back. A model
+    or tool call that raises persists the steps that completed at once, before the error goes
+    on, so that a run that raises keeps them (and one that goes on, under a retry middleware,
+    stores the rest at its end). An interrupted run (an approval) is stored when it resumes: the
+    graph's checkpoint holds its messages meanwhile.
 
 Messages of the graph state that earlier runs stored (a LangGraph checkpointer keeps them in
 the thread's state) are recognised and neither stored again nor shown twice: the model sees the
@@ -65,6 +69,7 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -129,7 +134,10 @@ class _Run:
     """Ids of the messages the state has held during the run: one that has left it was removed
     by another middleware (a summary stands for it)."""
     stored: set[str] = field(default_factory=set)
-    """Ids of state messages the run has stored."""
+    """Ids of state messages the run has stored or holds to store (in ``pending``)."""
+    pending: list[list[BaseMessage]] = field(default_factory=list)
+    """The steps seen and not yet stored, in order: written together at the run's end, or at
+    once when a model or tool call raises."""
     done: dict[str, ToolMessage] = field(default_factory=dict)
     """Results of the current step's tool calls that returned, by call id: stored by the next
     step in the order of the calls, or at once, in that order, when a sibling call raises."""
@@ -280,11 +288,12 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             return self._runs.get(key)
 
     def _begin(self, lifecycle: RunLifecycle, state: Any) -> Plan[tuple[_Run, dict[str, Any]]]:
-        """Start the run: load the window, store the run's input. The plan of ``before_agent``."""
+        """Start the run: load the window (and the working memory with it), hold the run's
+        input to store. The plan of ``before_agent``."""
         yield from lifecycle._start()
         window: list[BaseMessage] = []
         if self.history:
-            loaded = yield from lifecycle._window({})
+            loaded = yield from lifecycle._open({}, self.working)
             window = from_messages(loaded.messages())
         messages: list[AnyMessage] = list(state.get("messages") or [])
         old, hidden = _earlier(messages, state.get("memory_mark"), window)
@@ -292,10 +301,11 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         if not isinstance(head, str):
             head = next((m.id for m in messages if not synthesized(m)), None)
         run = _Run(lifecycle, window, old, hidden, head)
-        update = yield from self._store_new(run, messages)
+        self._hold(run, messages)
+        update: dict[str, Any] = {"memory_run": lifecycle.run.run_id}
         if head is not None and state.get("memory_head") != head:
             update["memory_head"] = head
-        return run, {"memory_run": lifecycle.run.run_id, **update}
+        return run, update
 
     def _resume(self, state: Any, runtime: Any) -> _Run:
         """The run's private state, rebuilt from the store when this process does not hold it
@@ -334,34 +344,49 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
                 new.append(m)
         return new
 
-    def _store_new(self, run: _Run, messages: Sequence[AnyMessage]) -> Plan[dict[str, Any]]:
-        """Store the state messages the run has not stored; the state update of the mark."""
+    def _hold(self, run: _Run, messages: Sequence[BaseMessage]) -> None:
+        """Hold, as the next step to store, the state messages the run has not stored or
+        held yet (the state as a step of the run sees it)."""
         with run.lock:  # the tools' results have reached the state by now
             run.done.clear()
             run.held.update(m.id for m in messages if m.id is not None)
         new = self._claim(run, messages)
         if new:
-            yield from run.lifecycle._save(to_messages(new))
-        last = messages[-1].id if messages else None
-        return {"memory_mark": last} if last is not None else {}
+            with run.lock:
+                run.pending.append(new)
 
-    def _step(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        run = self._resume(state, runtime)
-        plan = self._store_new(run, list(state.get("messages") or []))
-        return drive_sync(plan, self.memory.store, self.memory.hooks) or None
+    def _flush(self, run: _Run) -> Plan[None]:
+        """Store the held steps, each a batch of its own, in one write (held again if it
+        fails, for the run's end to store, should the run go on)."""
+        with run.lock:
+            steps, run.pending = run.pending, []
+        if not steps:
+            return
+        try:
+            yield from run.lifecycle._save_steps([to_messages(step) for step in steps])
+        except BaseException:
+            with run.lock:
+                run.pending[:0] = steps
+            raise
 
-    async def _astep(self, state: Any, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        run = await self._aresume(state, runtime)
-        plan = self._store_new(run, list(state.get("messages") or []))
-        return await drive_async(plan, self.memory.store, self.memory.hooks) or None
+    def _flush_failed(self, run: _Run, done: Sequence[BaseMessage]) -> Plan[None]:
+        """A model or tool call raised: store what completed now (``done``: results of the
+        sibling calls that returned, as their own step), before the error goes on."""
+        if done:
+            with run.lock:
+                run.pending.append(list(done))
+        yield from self._flush(run)
 
     def _end(self, run: _Run, state: Any) -> Plan[dict[str, Any]]:
-        update = yield from self._store_new(run, list(state.get("messages") or []))
+        messages = list(state.get("messages") or [])
+        self._hold(run, messages)
+        yield from self._flush(run)
         yield from run.lifecycle._finish([])
         key = state.get("memory_run")
         with self._lock:
             self._runs.pop(key if isinstance(key, str) else run.lifecycle.run.run_id, None)
-        return update
+        last = messages[-1].id if messages else None
+        return {"memory_mark": last} if last is not None else {}
 
     # -- node hooks ---------------------------------------------------------------------------
 
@@ -386,26 +411,6 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         )
         self._keep(run_id, run)
         return update
-
-    def before_model(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Store the last step's tool results, if the tools did not already."""
-        return self._step(state, runtime)
-
-    async def abefore_model(
-        self, state: MemoryState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async :meth:`before_model`."""
-        return await self._astep(state, runtime)
-
-    def after_model(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Store the model's message."""
-        return self._step(state, runtime)
-
-    async def aafter_model(
-        self, state: MemoryState, runtime: Runtime[Any]
-    ) -> dict[str, Any] | None:
-        """Async :meth:`after_model`."""
-        return await self._astep(state, runtime)
 
     def after_agent(self, state: MemoryState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Store what is left, call ``run_finished``, merge a sub-agent's fork back."""
@@ -508,12 +513,20 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         """Show the model the window and the memory's system-message fragments."""
         self._check_tools(request)
         run = self._resume(request.state, request.runtime)
+        self._hold(run, _state_messages(request.state))
         messages, prompt = self._request(run, request)
         messages, fragments = drive_sync(
             self._fragments_plan(run, messages, prompt), self.memory.store, self.memory.hooks
         )
-        with run.lifecycle.activate():
-            return handler(self._override(request, messages, fragments))
+        try:
+            with run.lifecycle.activate():
+                return handler(self._override(request, messages, fragments))
+        except GraphBubbleUp:
+            raise
+        except Exception:
+            with _logged(run):
+                drive_sync(self._flush(run), self.memory.store, self.memory.hooks)
+            raise
 
     async def awrap_model_call(
         self,
@@ -523,18 +536,26 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         """Async :meth:`wrap_model_call`."""
         self._check_tools(request)
         run = await self._aresume(request.state, request.runtime)
+        self._hold(run, _state_messages(request.state))
         messages, prompt = self._request(run, request)
         messages, fragments = await drive_async(
             self._fragments_plan(run, messages, prompt), self.memory.store, self.memory.hooks
         )
-        with run.lifecycle.activate():
-            return await handler(self._override(request, messages, fragments))
+        try:
+            with run.lifecycle.activate():
+                return await handler(self._override(request, messages, fragments))
+        except GraphBubbleUp:
+            raise
+        except Exception:
+            with _logged(run):
+                await drive_async(self._flush(run), self.memory.store, self.memory.hooks)
+            raise
 
     # -- tool calls ---------------------------------------------------------------------------
 
     def _returned(self, run: _Run, result: ToolMessage | Command[Any]) -> None:
-        """Hold a tool's result for the next step to store (a ``Command``'s messages reach the
-        state, and are stored from there)."""
+        """Note a tool's result, in case a sibling call raises (a returned result reaches the
+        state, and is stored from there; so do a ``Command``'s messages)."""
         if isinstance(result, ToolMessage):
             if result.id is None:  # the id the state will keep, so the next step knows it
                 result.id = str(uuid.uuid4())
@@ -544,8 +565,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     def _siblings(self, run: _Run, request: ToolCallRequest) -> list[BaseMessage]:
         """When a tool call raises: the results its sibling calls returned, in call order,
         claimed for storing now (the step's state update is lost with the error)."""
+        state = _state_messages(request.state)
         calls: list[str] = []
-        for m in reversed(list((request.state or {}).get("messages") or [])):
+        for m in reversed(state):
             if isinstance(m, AIMessage) and any(
                 c.get("id") == request.tool_call.get("id") for c in m.tool_calls
             ):
@@ -553,6 +575,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
                 break
         with run.lock:
             done = [run.done[c] for c in calls if c in run.done]
+        self._hold(run, state)  # the step up to the calls, first
         return self._claim(run, done)
 
     def wrap_tool_call(
@@ -560,17 +583,19 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
     ) -> ToolMessage | Command[Any]:
-        """Run the tool with the run active. Its result is stored by the next step, in call
-        order; if the call raises, the results its sibling calls returned are stored now."""
+        """Run the tool with the run active. Its result is stored with the run, in call order;
+        if the call raises, what completed is stored now, with the results its sibling calls
+        returned."""
         run = self._resume(request.state, request.runtime)
         try:
             with run.lifecycle.activate():
                 result = handler(request)
+        except GraphBubbleUp:
+            raise
         except Exception:
             done = self._siblings(run, request)
-            if done:
-                with _logged(run, done):
-                    run.lifecycle.save(to_messages(done))
+            with _logged(run):
+                drive_sync(self._flush_failed(run, done), self.memory.store, self.memory.hooks)
             raise
         self._returned(run, result)
         return result
@@ -585,11 +610,14 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         try:
             with run.lifecycle.activate():
                 result = await handler(request)
+        except GraphBubbleUp:
+            raise
         except Exception:
             done = self._siblings(run, request)
-            if done:
-                with _logged(run, done):
-                    await run.lifecycle.asave(to_messages(done))
+            with _logged(run):
+                await drive_async(
+                    self._flush_failed(run, done), self.memory.store, self.memory.hooks
+                )
             raise
         self._returned(run, result)
         return result
@@ -651,17 +679,19 @@ def _resumed_key(state: Any) -> tuple[str, str]:
     return (key if isinstance(key, str) else uuid.uuid4().hex), uuid.uuid4().hex
 
 
+def _state_messages(state: Any) -> list[BaseMessage]:
+    return list((state or {}).get("messages") or []) if isinstance(state, dict) else []
+
+
 @contextlib.contextmanager
-def _logged(run: _Run, messages: Sequence[BaseMessage]) -> Iterator[None]:
-    """Storing a failed step's completed results is best effort: the tool's own error is what
-    the caller must see."""
+def _logged(run: _Run) -> Iterator[None]:
+    """Storing what a failed call completed is best effort: the call's own error is what the
+    caller must see."""
     try:
         yield
     except Exception as exc:
-        with run.lock:
-            run.stored.difference_update(m.id for m in messages if m.id is not None)
         log.warning(
-            "could not store the completed tool results of run %s: %r",
+            "could not store what run %s completed before it failed: %r",
             run.lifecycle.run.run_id,
             exc,
         )

@@ -41,6 +41,8 @@ in ``text`` never loses or truncates content.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import struct
 import time
@@ -74,6 +76,8 @@ from .schema import MIGRATIONS, SCHEMA_VERSION, check_schema_name
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+    from memory_adapters.steps import StoreCall
+
 T = TypeVar("T")
 CONFLICT = "MA409"
 VectorSearch = Literal["auto", "pgvector", "exact"]
@@ -100,6 +104,26 @@ Op = Generator[Q, Any, T]
 
 _MSG = "seq, data, tokens, batch, run_id, created_at"
 
+# The tail within a token budget %(b)s (at most %(n)s messages): one range of the index
+# (conversation, start_tokens, seq), read backwards from the conversation's running total, a
+# plain statement (no function: the planner sees it whole, and it is one short plan to run).
+# The range is closed on both sides (BETWEEN): the planner then estimates a narrow range and
+# keeps the index range scan even in a generic (cached) plan; an open ">=" is guessed at a
+# third of the table and may be planned as a full scan and a sort.
+_TAIL_WITHIN = (
+    f"SELECT {_MSG} FROM {{s}}.messages WHERE conversation = %(c)s AND start_tokens BETWEEN "
+    "(SELECT total_tokens FROM {s}.conversations WHERE key = %(c)s) - %(b)s "
+    "AND (SELECT total_tokens FROM {s}.conversations WHERE key = %(c)s) "
+    "ORDER BY start_tokens DESC, seq DESC LIMIT %(n)s"
+)
+# The first %(h)s messages (part 0) and the tail (part 1) of a window, in one statement.
+_HEAD = f"SELECT 0, {_MSG} FROM {{s}}.messages WHERE conversation = %(c)s ORDER BY seq LIMIT %(h)s"
+_HEAD_AND_TAIL_WITHIN = f"({_HEAD}) UNION ALL (SELECT 1, {_TAIL_WITHIN[7:]})"
+_HEAD_AND_TAIL = (
+    f"({_HEAD}) UNION ALL (SELECT 1, {_MSG} FROM {{s}}.messages WHERE conversation = %(c)s "
+    "ORDER BY seq DESC LIMIT %(n)s)"
+)
+
 # After a CTE "w" that wrote (or not) the fact %(ns)s/%(sc)s/%(k)s: replace its vectors by
 # those of %(fields)s (%(dims)s floats each, concatenated in %(flat)s) in the same statement.
 # The old fields that are not rewritten are deleted, the others upserted (a DELETE and an
@@ -119,6 +143,42 @@ _WRITE_VECTORS = (
     "SELECT * FROM w"
 )
 _FACT = "key, data, version, importance, created_at, updated_at, expires_at"
+
+
+_PIPELINED = frozenset(
+    (
+        "tail",
+        "head_and_tail",
+        "read",
+        "last_seq",
+        "latest_summary",
+        "get_fact",
+        "list_facts",
+        "append",
+    )
+)
+"""The operations :meth:`PostgresStore.batch` sends together in one pipeline: reads, and
+unconditional appends (a run's steps), which then commit together."""
+
+
+def _fetched(cur: Any, fetch: str) -> Any:
+    if fetch == "all":
+        return cur.fetchall()
+    if fetch == "one":
+        return cur.fetchone()
+    if fetch == "rowcount":
+        return cur.rowcount
+    return None
+
+
+async def _afetched(cur: Any, fetch: str) -> Any:
+    if fetch == "all":
+        return await cur.fetchall()
+    if fetch == "one":
+        return await cur.fetchone()
+    if fetch == "rowcount":
+        return cur.rowcount
+    return None
 
 
 def _record(row: Sequence[Any]) -> Record:
@@ -512,6 +572,135 @@ class PostgresStore(Store):
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _ops(self, calls: Sequence[StoreCall]) -> list[Callable[[], Op[Any]]] | None:
+        """The operations of ``calls``, or ``None`` when one has none (then no pipeline)."""
+        makes: list[Callable[[], Op[Any]]] = []
+        for c in calls:
+            op = getattr(self, f"_{c.method}", None)
+            if c.method not in _PIPELINED or op is None:
+                return None
+            if c.method == "append" and (
+                c.kwargs.get("expected_last_seq") is not None
+                or c.kwargs.get("idempotency_key") is None
+            ):
+                # a conditional append answers with a conflict, and only a keyed one may be
+                # sent again after a lost connection: one at a time
+                return None
+            makes.append(functools.partial(op, *c.args, **c.kwargs))
+        return makes
+
+    def batch(self, calls: Sequence[StoreCall]) -> list[Any]:
+        """Reads that do not depend on each other in one round trip: a pipeline, in one
+        implicit transaction (one snapshot)."""
+        makes = self._ops(calls)
+        if makes is None or len(makes) < 2:
+            return super().batch(calls)
+        if self._closed:
+            raise store_closed(type(self).__name__)
+        psycopg = self._psycopg
+        for attempt in (0, 1):
+            try:
+                with self.pool.connection() as conn:
+                    ops = [make() for make in makes]
+                    try:
+                        return self._pipelined(conn, ops)
+                    finally:
+                        for op in ops:
+                            op.close()
+            except psycopg.OperationalError as exc:
+                if attempt == 0:  # reads, and appends that commit together or not at all
+                    self.pool.check()
+                    continue
+                raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
+            except psycopg.Error as exc:
+                mapped = self._not_ready(exc)
+                if mapped is not None:
+                    raise mapped from exc
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _pipelined(self, conn: Any, ops: list[Op[Any]]) -> list[Any]:
+        results: list[Any] = [None] * len(ops)
+        sent: list[Any] = [None] * len(ops)
+        live = list(range(len(ops)))
+        while live:
+            steps: dict[int, Q] = {}
+            for i in live:
+                try:
+                    steps[i] = ops[i].send(sent[i])
+                except StopIteration as stop:
+                    results[i] = stop.value
+            live = list(steps)
+            if len(live) == 1:
+                i = live[0]
+                sent[i] = self._execute(conn, steps[i], ops[i])
+            elif live:
+                with conn.pipeline() as pipeline:
+                    cursors = [
+                        conn.execute(steps[i].sql, steps[i].params, binary=steps[i].binary)
+                        for i in live
+                    ]
+                    pipeline.sync()
+                    for i, cur in zip(live, cursors, strict=True):
+                        sent[i] = _fetched(cur, steps[i].fetch)
+        return results
+
+    async def abatch(self, calls: Sequence[StoreCall]) -> list[Any]:
+        """Async :meth:`batch`."""
+        makes = self._ops(calls)
+        if makes is None or len(makes) < 2 or self.async_pool is None:
+            if makes is not None and len(makes) >= 2:  # one hop to a worker, not one per call
+                return await asyncio.to_thread(self.batch, calls)
+            return await super().abatch(calls)
+        if self._closed:
+            raise store_closed(type(self).__name__)
+        pool = self.async_pool
+        psycopg = self._psycopg
+        for attempt in (0, 1):
+            try:
+                async with pool.connection() as conn:
+                    ops = [make() for make in makes]
+                    try:
+                        return await self._apipelined(conn, ops)
+                    finally:
+                        for op in ops:
+                            op.close()
+            except psycopg.OperationalError as exc:
+                if attempt == 0:
+                    await pool.check()
+                    continue
+                raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
+            except psycopg.Error as exc:
+                mapped = self._not_ready(exc)
+                if mapped is not None:
+                    raise mapped from exc
+                raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _apipelined(self, conn: Any, ops: list[Op[Any]]) -> list[Any]:
+        results: list[Any] = [None] * len(ops)
+        sent: list[Any] = [None] * len(ops)
+        live = list(range(len(ops)))
+        while live:
+            steps: dict[int, Q] = {}
+            for i in live:
+                try:
+                    steps[i] = ops[i].send(sent[i])
+                except StopIteration as stop:
+                    results[i] = stop.value
+            live = list(steps)
+            if not live:
+                break
+            async with conn.pipeline() as pipeline:
+                cursors = [
+                    await conn.execute(steps[i].sql, steps[i].params, binary=steps[i].binary)
+                    for i in live
+                ]
+                await pipeline.sync()
+                for i, cur in zip(live, cursors, strict=True):
+                    sent[i] = await _afetched(cur, steps[i].fetch)
+        return results
+
     async def _offload(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Async twins: native on the async pool when there is one, else a worker thread."""
         op = getattr(self, f"_{fn.__name__}", None)
@@ -564,8 +753,7 @@ class PostgresStore(Store):
             )
         else:
             rows = yield Q(
-                self.q("SELECT * FROM {s}.tail_within(%s, %s, %s)"),
-                (conversation, max_tokens, max_messages),
+                self.q(_TAIL_WITHIN), {"c": conversation, "b": max_tokens, "n": max_messages}
             )
         return [_record(r) for r in reversed(rows)]
 
@@ -578,8 +766,8 @@ class PostgresStore(Store):
         max_messages: int | None = None,
     ) -> Op[tuple[list[Record], list[Record]]]:
         rows = yield Q(
-            self.q("SELECT * FROM {s}.head_and_tail(%s, %s, %s, %s)"),
-            (conversation, head, max_tokens, max_messages),
+            self.q(_HEAD_AND_TAIL if max_tokens is None else _HEAD_AND_TAIL_WITHIN),
+            {"c": conversation, "h": head, "b": max_tokens, "n": max_messages},
         )
         first = [_record(r[1:]) for r in rows if r[0] == 0]
         last = [_record(r[1:]) for r in rows if r[0] == 1]

@@ -148,6 +148,8 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     _output_tools: set[str] = field(default_factory=set, repr=False, compare=False)
     _final: Any = field(default=None, repr=False, compare=False)
     _executed: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _shared: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """What every per-run copy shares with the capability it was copied from (the toolset)."""
 
     def __init__(
         self,
@@ -204,6 +206,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         self._output_tools = set()
         self._final = None
         self._executed = {}
+        self._shared = {}
 
     @classmethod
     def get_serialization_name(cls) -> str | None:
@@ -341,7 +344,10 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         """The memory tools, bound to the run's scope."""
         if not self.tools or self._lifecycle is None:
             return None
-        return cast(AbstractToolset[AgentDepsT], memory_toolset(self.memory, self._lifecycle.scope))
+        toolset = self._shared.get("toolset")
+        if toolset is None:  # built once: its tools act on the scope of the run in force
+            toolset = self._shared["toolset"] = memory_toolset(self.memory)
+        return cast(AbstractToolset[AgentDepsT], toolset)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -354,8 +360,9 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         self._live = ctx.messages
         if self.history and not ctx.messages:
             # a run with no prompt resumes: calls a run left waiting (approvals, deferred
-            # tools) stay at the window's tail for their results
-            window = await lifecycle.awindow(resuming=ctx.prompt is None)
+            # tools) stay at the window's tail for their results. The working memory the
+            # instructions render is read in the same round trip.
+            window = await lifecycle.aopen(working=self.working, resuming=ctx.prompt is None)
             ctx.messages.extend(from_messages(window.messages()))
 
     async def before_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any) -> Any:

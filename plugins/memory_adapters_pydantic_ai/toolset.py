@@ -1,8 +1,10 @@
 """The long-term memory tools as a pydantic-ai toolset bound to one run's scope.
 
 Each tool's schema is the core's (:data:`memory_adapters.MEMORY_TOOLS`): no parameter names a
-user, a scope or a namespace. The scope is fixed when the toolset is built, for one run, by the
-application; arguments outside a tool's schema are refused and the model is asked to retry.
+user, a scope or a namespace. The scope is the application's: fixed when the toolset is built,
+or, by default, the scope in force when a tool is called (inside a memory run, the run's own;
+:class:`~.capability.MemoryCapability` builds the toolset once and shares it between runs).
+Arguments outside a tool's schema are refused and the model is asked to retry.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from memory_adapters import Memory, Scope, ToolArgumentError, ToolSpec
 
 
-def _tool(memory: Memory, spec: ToolSpec, scope: Scope) -> Tool[Any]:
+def _tool(memory: Memory, spec: ToolSpec, scope: Scope | None) -> Tool[Any]:
     async def call(ctx: RunContext[Any], **args: Any) -> str:
         try:
             return await memory.tools.acall(spec.name, args, scope=scope)
@@ -29,6 +31,8 @@ def _tool(memory: Memory, spec: ToolSpec, scope: Scope) -> Tool[Any]:
     )
 
 
-def memory_toolset(memory: Memory, scope: Scope) -> FunctionToolset[Any]:
-    """A toolset of the memory tools that reads and writes the facts of ``scope`` only."""
+def memory_toolset(memory: Memory, scope: Scope | None = None) -> FunctionToolset[Any]:
+    """A toolset of the memory tools that reads and writes the facts of ``scope`` only, or,
+    without one, of the scope in force at each call (the run's, inside a memory run; the
+    ``Memory``'s session otherwise)."""
     return FunctionToolset([_tool(memory, spec, scope) for spec in memory.tools.specs])

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory_adapters.embedders import Embedding
 from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
@@ -40,6 +40,9 @@ from memory_adapters.exact_vectors import Candidate, order, pack, screen
 from memory_adapters.facts import Fact
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.store import Store, prefix_upper_bound, store_closed
+
+if TYPE_CHECKING:
+    from memory_adapters.steps import StoreCall
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ma_conversations (
@@ -328,6 +331,10 @@ class SQLiteStore(Store):
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+    async def abatch(self, calls: Sequence[StoreCall]) -> list[Any]:
+        """Async :meth:`batch`: the calls together in one worker thread, not one hop each."""
+        return await self._offload(self.batch, calls)
 
     def close(self) -> None:
         self._closed = True

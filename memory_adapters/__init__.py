@@ -40,7 +40,7 @@ from .errors import (
 from .facts import Fact, Facts
 from .hookspecs import hookimpl, hookspec
 from .memory import Memory
-from .messages import AppendResult, Message, Record, Summary, ToolCall, ToolResult
+from .messages import AppendResult, Message, RawJSON, Record, Summary, ToolCall, ToolResult
 from .run import Run
 from .scope import Scope
 from .store import Store
@@ -76,6 +76,7 @@ __all__ = [
     "Note",
     "PluginError",
     "PluginWarning",
+    "RawJSON",
     "Record",
     "Run",
     "Scope",

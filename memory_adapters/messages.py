@@ -4,7 +4,9 @@ A :class:`Message` holds what any chat framework can express: a role, text, tool
 (id, name, JSON args) and tool results (the call's id, JSON content). Alongside it, each
 message may carry ``raw``, the framework's own serialized message, and ``framework``, its
 name, so that a message written by pydantic-ai is read back by pydantic-ai losslessly while
-LangChain reads the neutral form.
+LangChain reads the neutral form. ``raw`` is a JSON value, or :class:`RawJSON`: the framework's
+JSON *text*, stored and read back as text, never parsed by the core, so that the framework
+validates a whole window from text in one call.
 
 A :class:`Record` is a stored message: its gapless ``seq`` within the conversation, the
 token count computed once when it was written, the batch (turn) it was appended in, the run
@@ -17,11 +19,24 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from .errors import InvalidValue
+from .errors import InvalidValue, ValueTooLarge
 from .validation import check_json, describe, dumps, json_safe
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset(("system", "user", "assistant", "tool"))
+
+
+RAW_SEPARATOR = "\x1e"
+"""Ends the neutral JSON of a stored message whose raw JSON text follows it. JSON text never
+holds this character (control characters are escaped in strings, and not whitespace)."""
+
+
+class RawJSON(str):
+    """A framework's own message as JSON text (``Message.raw``): stored as it is (``"raw_json"``
+    in :meth:`Message.to_dict`), read back as text, and parsed only by the framework that made
+    it. The adapter that makes one guarantees it is valid JSON."""
+
+    __slots__ = ()
 
 
 @dataclass(slots=True)
@@ -100,7 +115,9 @@ class Message:
             ]
         if self.framework is not None:
             d["framework"] = self.framework
-        if self.raw is not None:
+        if isinstance(self.raw, RawJSON):
+            d["raw_json"] = str(self.raw)
+        elif self.raw is not None:
             d["raw"] = self.raw
         if self.meta:
             d["meta"] = self.meta
@@ -120,7 +137,7 @@ class Message:
                 for r in d.get("tool_results", ())
             ],
             framework=d.get("framework"),
-            raw=d.get("raw"),
+            raw=RawJSON(d["raw_json"]) if "raw_json" in d else d.get("raw"),
             meta=d.get("meta") or {},
         )
 
@@ -131,9 +148,24 @@ class Message:
         return self
 
     def serialize(self, limit: int) -> str:
-        """Validate this message and return its JSON text (at most ``limit`` UTF-8 bytes)."""
+        """Validate this message and return the text a store keeps (at most ``limit`` UTF-8
+        bytes): its JSON, and when ``raw`` is :class:`RawJSON`, the JSON of the rest followed
+        by :data:`RAW_SEPARATOR` and the raw text as it is (no escaping, and no parsing of it
+        when read back: :meth:`Record.from_row`)."""
         self.check_fields()
-        return dumps(self.to_dict(), "message", limit)
+        raw = self.raw
+        if not isinstance(raw, RawJSON) or RAW_SEPARATOR in raw:
+            return dumps(self.to_dict(), "message", limit)
+        d = self.to_dict()
+        del d["raw_json"]
+        head = dumps(d, "message", limit)
+        try:
+            size = len(head.encode("utf-8")) + 1 + len(raw.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidValue("message raw JSON is not valid Unicode (lone surrogate)") from None
+        if size > limit:
+            raise ValueTooLarge(f"message is {size} bytes as JSON; the limit is {limit}")
+        return f"{head}{RAW_SEPARATOR}{raw}"
 
     def check_fields(self) -> None:
         """The checks of :meth:`validate` short of walking the JSON content."""
@@ -191,7 +223,7 @@ class Message:
                 for r in self.tool_results
             ],
             framework=self.framework,
-            raw=json_safe(self.raw),
+            raw=json_safe_raw(self.raw),
             meta=json_safe(self.meta),
         )
 
@@ -207,6 +239,15 @@ class Message:
                 content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
             )
         return "\n".join(parts)
+
+
+def json_safe_raw(raw: Any) -> Any:
+    """What :meth:`Message.coerced` keeps of ``raw``: JSON text as it is (when it is text
+    JSON can hold), else :func:`~memory_adapters.validation.json_safe` of the value."""
+    if isinstance(raw, RawJSON):
+        safe = json_safe(str(raw))
+        return raw if safe == raw else None  # text a framework cannot have made: rebuild
+    return json_safe(raw)
 
 
 @dataclass(slots=True)
@@ -245,8 +286,15 @@ class Record:
         run_id: str | None,
         created_at: float,
     ) -> Record:
-        """Build a record from a store row whose message is JSON text or an already parsed dict."""
-        d = json.loads(data) if isinstance(data, str) else data
+        """Build a record from a store row whose message is the text
+        :meth:`Message.serialize` made, or an already parsed dict."""
+        if isinstance(data, str):
+            head, sep, raw = data.partition(RAW_SEPARATOR)
+            d = json.loads(head)
+            if sep:
+                d["raw_json"] = raw
+        else:
+            d = data
         return cls(
             int(seq),
             Message.from_dict(cast(dict[str, Any], d)),

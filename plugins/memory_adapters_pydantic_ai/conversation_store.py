@@ -53,18 +53,17 @@ from pydantic_ai.conversation_store import (
 )
 from pydantic_ai.messages import (
     ModelMessage,
-    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelRequestPart,
 )
 
-from memory_adapters import AppendConflict, InvalidInput, Memory, Record, Scope
+from memory_adapters import AppendConflict, InvalidInput, Memory, RawJSON, Record, Scope
 from memory_adapters.conversation import Conversation
 from memory_adapters.errors import VersionConflict
 from memory_adapters.facts import Fact
 from memory_adapters.validation import MAX_VALUE_BYTES, check_id, dumps
 
-from .mapping import META_KEY, from_messages, to_messages
+from .mapping import META_KEY, from_messages, to_messages, validate_raws
 
 _RECORDS = TypeAdapter(ConversationRecord)
 RECORD_OWNER = "records"
@@ -300,9 +299,9 @@ class MemoryConversationStore(ConversationStore):
             elif groups:
                 groups[-1].append(r)
         raws = [g[0].message.raw for g in groups]
-        exact = all(isinstance(raw, dict) for raw in raws)
+        exact = all(isinstance(raw, dict | RawJSON) for raw in raws)
         messages = (
-            ModelMessagesTypeAdapter.validate_python(raws)
+            validate_raws(raws)
             if exact
             else [_one(from_messages([r.message for r in g])) for g in groups]
         )

@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
+from pydantic import TypeAdapter
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -49,7 +50,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from memory_adapters import Message, ToolCall, ToolResult
+from memory_adapters import Message, RawJSON, ToolCall, ToolResult
 
 FRAMEWORK = "pydantic-ai"
 """The ``framework`` name of messages this adapter writes."""
@@ -104,9 +105,10 @@ def _request_messages(
     system: list[str] = []
     user: list[str] = []
     results: list[ToolResult] = []
-    raw_parts: list[dict[str, Any]] = raw.get("parts", [])
+    raw_parts: list[dict[str, Any]] = raw.get("parts", [])  # only read for tool returns
     bookkeeping = False
-    for part, raw_part in zip(message.parts, raw_parts, strict=False):
+    for i, part in enumerate(message.parts):
+        raw_part = raw_parts[i] if i < len(raw_parts) else {}
         if isinstance(part, ToolReturnPart) and part.tool_call_id in final:
             bookkeeping = True  # the final output is the response's answer, not a tool's
         elif isinstance(part, SystemPromptPart):
@@ -152,16 +154,16 @@ def _response_message(message: ModelResponse, final: Collection[str]) -> Message
 def to_messages(
     messages: Sequence[ModelMessage], output_tools: Collection[str] = ()
 ) -> list[Message]:
-    """The neutral form of pydantic-ai ``messages``, each with its ``raw`` JSON (see the module
-    docstring). ``output_tools`` names the run's output tools: the call that gave the run its
-    final result is then shown as the response's text (the output's JSON), and its
+    """The neutral form of pydantic-ai ``messages``, each with its ``raw`` JSON text (see the
+    module docstring). ``output_tools`` names the run's output tools: the call that gave the
+    run's final result is then shown as the response's text (the output's JSON), and its
     bookkeeping return is left out of the neutral form."""
-    raws: list[dict[str, Any]] = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
     final = final_output_calls(messages, output_tools) if output_tools else set()
     out: list[Message] = []
-    for message, raw in zip(messages, raws, strict=True):
+    for message in messages:
+        raw = RawJSON(_MESSAGE.dump_json(message).decode())
         group = (
-            _request_messages(message, raw, final)
+            _request_messages(message, json.loads(raw) if _returns(message) else {}, final)
             if isinstance(message, ModelRequest)
             else [_response_message(message, final)]
         )
@@ -238,13 +240,32 @@ def _from_neutral(message: Message) -> ModelMessage | None:
     return ModelRequest(parts=request)
 
 
+_MESSAGE: TypeAdapter[ModelMessage] = TypeAdapter(ModelMessage)
+
+
+def _returns(message: ModelMessage) -> bool:
+    return any(isinstance(p, ToolReturnPart) for p in message.parts)
+
+
+def validate_raws(raws: Sequence[Any]) -> list[ModelMessage]:
+    """pydantic-ai messages from stored ``raw`` values: JSON text (:class:`RawJSON`) validated
+    in one ``validate_json`` call, from the text, as a hand-written layer would; JSON values
+    (rows written before raw was kept as text) with ``validate_python``."""
+    if all(isinstance(r, RawJSON) for r in raws):
+        return ModelMessagesTypeAdapter.validate_json("[" + ",".join(raws) + "]") if raws else []
+    return [
+        _MESSAGE.validate_json(r) if isinstance(r, RawJSON) else _MESSAGE.validate_python(r)
+        for r in raws
+    ]
+
+
 def from_messages(messages: Iterable[Message]) -> list[ModelMessage]:
     """pydantic-ai messages for neutral ``messages`` (a window): exact from ``raw`` where a
     whole, untrimmed pydantic-ai message is present, else rebuilt from the neutral form."""
     seq = list(messages)
-    # Collect raw dicts to validate in one call (one pass of pydantic's validator).
+    # Collect the raw messages to validate in one call (one pass of pydantic's validator).
     slots: list[ModelMessage | int | None] = []
-    raws: list[dict[str, Any]] = []
+    raws: list[Any] = []
     i = 0
     while i < len(seq):
         n = _whole(seq, i)
@@ -258,7 +279,7 @@ def from_messages(messages: Iterable[Message]) -> list[ModelMessage]:
         else:
             slots.append(_from_neutral(seq[i]))
             i += 1
-    restored = ModelMessagesTypeAdapter.validate_python(raws) if raws else []
+    restored = validate_raws(raws)
     out: list[ModelMessage] = []
     for slot in slots:
         if isinstance(slot, int):

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import json
 import math
@@ -79,7 +80,8 @@ from urllib.parse import urlsplit, urlunsplit
 from memory_adapters import Memory
 from memory_adapters import tokens as ma_tokens
 
-ADAPTERS = ("pydantic-ai", "langchain")
+ADAPTERS = ("pydantic-ai", "langchain", "pydantic-ai-sync")
+DEFAULT_ADAPTERS = ("pydantic-ai", "langchain")
 STORES = ("memory", "sqlite", "postgres", "mongo-fake", "mongo")
 DEFAULT_SIZES = (10, 1000, 10000)
 DEFAULT_TURNS = 40
@@ -89,6 +91,8 @@ QUICK_WARMUP = 1
 MAX_WARMUP = 200
 RT_TURNS = 4
 """Turns of the round-trip pass (after one turn through the proxy that is not counted)."""
+QUICK_RT_TURNS = 2
+"""--quick: the round-trip pass runs at the largest size only, this many turns."""
 
 WINDOW_MESSAGES = 112
 """The window the issue measured with: the budget is chosen so that it holds this many."""
@@ -96,11 +100,11 @@ MESSAGE_CHARS = 400
 PRELOAD_CHUNK = 256
 """Preloading appends this many messages at once (whole turns)."""
 
-GOALS = {"pydantic-ai": 1.3, "langchain": 1.5}
+GOALS = {"pydantic-ai": 1.3, "pydantic-ai-sync": 1.3, "langchain": 1.5}
 """Own cost's largest accepted multiple of the floor's own cost."""
 FLAT_LIMIT = 1.1
 """The largest accepted own(10,000) / own(1,000)."""
-MAX_ROUND_TRIPS = {"pydantic-ai": 2, "langchain": 3}
+MAX_ROUND_TRIPS = {"pydantic-ai": 2, "pydantic-ai-sync": 2, "langchain": 3}
 """Database round trips per turn accepted on PostgreSQL."""
 
 VARIANTS = ("bare", "bare+window", "floor", "ours", "ours-h")
@@ -299,6 +303,38 @@ def _run_async(loop: Any, agent: Any, conversation: str) -> Callable[[int], obje
     return lambda i: loop.run_until_complete(agent.run(PROMPT, conversation_id=conversation))
 
 
+class PydanticAISync(PydanticAI):
+    """The same agents driven by ``agent.run_sync(...)``, the floor on sync connections."""
+
+    name = "pydantic-ai-sync"
+
+    def variants(self, case: Case) -> dict[str, Callable[[int], object]]:
+        bare = self.agent()
+        ours = {name: self.ours(case.memory, options) for name, options in OURS_OPTIONS.items()}
+        floor = case.floor
+        conversation = case.conversation
+
+        def floor_turn(i: int) -> None:
+            rows = floor.load(case.window_messages)
+            result = bare.run_sync(PROMPT, message_history=self.load(rows))
+            new = result.new_messages()
+            floor.save(self.dump(new), ma_tokens.count(self.texts(new)))
+
+        out: dict[str, Callable[[int], object]] = {
+            "bare": lambda i: bare.run_sync(PROMPT),
+            "bare+window": lambda i: bare.run_sync(PROMPT, message_history=case.window),
+            "floor": floor_turn,
+        }
+        for name, agent in ours.items():
+            out[name] = _run_sync(agent, conversation)
+        return out
+
+
+def _run_sync(agent: Any, conversation: str) -> Callable[[int], object]:
+    """``ours``' turn: ``agent.run_sync(PROMPT, conversation_id=...)``."""
+    return lambda i: agent.run_sync(PROMPT, conversation_id=conversation)
+
+
 class LangChain(Framework):
     """A ``create_agent`` agent over a ``ScriptedChatModel`` that calls ``search_docs`` once,
     then answers; turns driven by ``invoke``."""
@@ -308,6 +344,7 @@ class LangChain(Framework):
     def __init__(self) -> None:
         from langchain_core.messages import ToolMessage, message_to_dict, messages_from_dict
         from langchain_core.tools import tool
+
         from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
 
         def script(messages: list[Any]) -> Any:
@@ -366,6 +403,7 @@ class LangChain(Framework):
 
     def variants(self, case: Case) -> dict[str, Callable[[int], object]]:
         from langchain_core.messages import HumanMessage
+
         from memory_adapters.langchain import MemoryMiddleware
 
         bare = self.agent()
@@ -388,9 +426,7 @@ class LangChain(Framework):
 
         case.input_factories = {
             "bare": lambda: {"messages": [fresh()]},
-            "bare+window": lambda: {
-                "messages": [*(m.model_copy() for m in case.window), fresh()]
-            },
+            "bare+window": lambda: {"messages": [*(m.model_copy() for m in case.window), fresh()]},
             "floor": fresh,
             **{name: (lambda: {"messages": [fresh()]}) for name in ours},
         }
@@ -489,7 +525,9 @@ class SqliteFloor(FloorLayer):
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode = WAL")
         self.db.execute("PRAGMA synchronous = NORMAL")
-        self.db.execute("CREATE TABLE messages (seq INTEGER PRIMARY KEY, tokens INTEGER, data TEXT)")
+        self.db.execute(
+            "CREATE TABLE messages (seq INTEGER PRIMARY KEY, tokens INTEGER, data TEXT)"
+        )
 
     def load(self, n: int) -> list[str]:
         rows = self.db.execute(
@@ -530,9 +568,7 @@ class PostgresFloor(FloorLayer):
         else:
             row = self.conn.execute(f"SELECT max(seq) FROM {table}").fetchone()
             self.seq = int(row[0] or 0) if row else 0
-        self.select = (
-            f"SELECT data FROM {table} WHERE conversation = %s ORDER BY seq DESC LIMIT %s"
-        )
+        self.select = f"SELECT data FROM {table} WHERE conversation = %s ORDER BY seq DESC LIMIT %s"
 
     def _insert(self, rows: list[str], tokens: list[int]) -> tuple[str, list[Any]]:
         items = self._numbered(rows, tokens)
@@ -673,7 +709,7 @@ def store_setup(store: str, workdir: Path, conversation: str) -> StoreSetup:
     raise SystemExit(f"unknown store {store!r}; known: {', '.join(STORES)}")
 
 
-# -- counting round trips on the wire ---------------------------------------------------------------
+# -- counting round trips on the wire ----------------------------------------------------------
 
 
 class WireCounter:
@@ -735,10 +771,8 @@ class WireCounter:
             chunk = b""
         if not chunk:
             for s in (state.client, state.server):
-                try:
+                with contextlib.suppress(KeyError, ValueError):
                     self.selector.unregister(s)
-                except (KeyError, ValueError):
-                    pass
                 s.close()
             return
         with self.lock:
@@ -801,7 +835,7 @@ class _Connection:
                 continue
             if len(self.buffer) < 5:
                 return found
-            kind = self.buffer[0:1]
+            kind = bytes(self.buffer[0:1])
             (length,) = struct.unpack("!i", self.buffer[1:5])
             if len(self.buffer) < 1 + length:
                 return found
@@ -836,6 +870,7 @@ class Case:
     inputs: dict[str, list[Any]] = field(default_factory=dict)
     samples: dict[str, list[float]] = field(default_factory=dict)
     warmup_turns: int = 0
+    preload_s: float = 0.0
     mismatch: str = ""
     """Set when the floor's window differs from ours' (the rows would not do the same work)."""
     round_trips: dict[str, float | None] = field(default_factory=dict)
@@ -857,6 +892,7 @@ class Row:
     p90: dict[str, float]
     round_trips: dict[str, float | None]
     statements: dict[str, float | None]
+    preload_s: float = 0.0
     mismatch: str = ""
 
     @property
@@ -891,6 +927,8 @@ def make_framework(adapter: str) -> Any:
         return PydanticAI()
     if adapter == "langchain":
         return LangChain()
+    if adapter == "pydantic-ai-sync":
+        return PydanticAISync()
     raise SystemExit(f"unknown adapter {adapter!r}; known: {', '.join(ADAPTERS)}")
 
 
@@ -910,34 +948,60 @@ def budget_for(fw: Any) -> int:
         probe.close()
 
 
-def _chunks(fw: Any, size: int) -> Iterator[list[Any]]:
-    """Framework messages, ``size`` of them, in chunks of whole turns (a partial turn first)."""
-    chunk: list[Any] = fw.turn(0)[: size % 4]
-    for n in range(1, size // 4 + 1):
-        chunk.extend(fw.turn(n))
-        if len(chunk) >= PRELOAD_CHUNK:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
+def _turns(first: int, count: int) -> Iterator[tuple[int, int]]:
+    """(turn number, messages of it) for ``count`` messages from turn ``first`` on: whole turns
+    of four, a partial turn first when ``count`` is not a multiple of 4."""
+    if count % 4:
+        yield first, count % 4
+        first += 1
+    for n in range(first, first + count // 4):
+        yield n, 4
 
 
-def preload(fw: Any, case: Case) -> None:
-    """``size`` messages in both ``ours``' conversation and the floor's table; token counts
-    of the floor's rows counted once per distinct text."""
-    counted: dict[str, int] = {}
+def append_turns(fw: Any, case: Case, first: int, count: int) -> None:
+    """Append ``count`` messages (turns ``first``, ...) to both ``ours``' conversation and the
+    floor's table, in chunks of about :data:`PRELOAD_CHUNK`. The floor's rows come from one
+    serialized turn with the call id replaced (every turn is the same but for it)."""
+    template = fw.dump(fw.turn(1))
+    tokens = ma_tokens.count(fw.texts(fw.turn(1)))
+    chunk: list[Any] = []
+    rows: list[str] = []
+    counts: list[int] = []
+
+    def flush() -> None:
+        case.memory.conversation.append(fw.neutral(chunk))
+        case.floor.save(rows, counts)
+        chunk.clear()
+        rows.clear()
+        counts.clear()
+
     with case.memory.session(conversation_id=case.conversation):
-        for chunk in _chunks(fw, case.size):
-            case.memory.conversation.append(fw.neutral(chunk))
-            texts = fw.texts(chunk)
-            missing = [t for t in dict.fromkeys(texts) if t not in counted]
-            counted.update(zip(missing, ma_tokens.count(missing), strict=True))
-            case.floor.save(fw.dump(chunk), [counted[t] for t in texts])
+        for n, k in _turns(first, count):
+            chunk.extend(fw.turn(n)[:k])
+            rows.extend(r.replace("call-00000001", f"call-{n:08d}") for r in template[:k])
+            counts.extend(tokens[:k])
+            if len(chunk) >= PRELOAD_CHUNK:
+                flush()
+        if chunk:
+            flush()
+
+
+def preload(fw: Any, case: Case) -> float:
+    """``size`` messages in both ``ours``' conversation and the floor's table, then, for a
+    conversation shorter than the window, turns up to :data:`WINDOW_MESSAGES` + 4 messages
+    (what warm-up turns would add, cheaper). Returns the seconds it took."""
+    started = time.perf_counter()
+    append_turns(fw, case, 0 if case.size % 4 else 1, case.size)
+    with case.memory.session(conversation_id=case.conversation):
         stored = case.memory.conversation.last_seq()
     if stored != case.size:
         raise RuntimeError(f"preloaded {stored} messages, expected {case.size}")
+    missing = WINDOW_MESSAGES + 4 - case.size
+    if missing > 0:
+        append_turns(fw, case, case.size // 4 + 1, (missing + 3) // 4 * 4)
     if isinstance(case.floor, PostgresFloor):
         case.floor.analyze()
+    return time.perf_counter() - started
 
 
 def once(case: Case, name: str) -> None:
@@ -982,7 +1046,13 @@ def build_inputs(case: Case, turns: int) -> None:
 
 
 def count_round_trips(
-    fw: Any, case: Case, setup: StoreSetup, counter: WireCounter, url: str, budget: int
+    fw: Any,
+    case: Case,
+    setup: StoreSetup,
+    counter: WireCounter,
+    url: str,
+    budget: int,
+    turns: int,
 ) -> None:
     """The untimed pass: ``ours``, ``ours-h`` and the floor through the proxy, per turn."""
     assert setup.reopen_memory is not None and setup.reopen_floor is not None
@@ -992,16 +1062,15 @@ def count_round_trips(
     try:
         case.memory, case.floor = memory, floor
         case.turns = fw.variants(case)
-        build_inputs(case, RT_TURNS + 1)
+        build_inputs(case, turns + 1)
         for name in ("ours", "ours-h", "floor"):
             case.turns[name](0)  # connections opened, statements prepared: not counted
             counter.reset()
-            for i in range(1, RT_TURNS + 1):
+            for i in range(1, turns + 1):
                 case.turns[name](i)
             trips, statements = counter.counts()
-            key = name
-            case.round_trips[key] = trips / RT_TURNS
-            case.statements[key] = None if statements is None else statements / RT_TURNS
+            case.round_trips[name] = trips / turns
+            case.statements[name] = None if statements is None else statements / turns
             fw.after_round()
     finally:
         memory.close()
@@ -1018,6 +1087,8 @@ def measure(
     workdir: Path,
     budget: int,
     fw: Any,
+    round_trip_turns: int,
+    round_trips_everywhere: bool,
 ) -> tuple[list[Row], str]:
     """Rows for one adapter x store: every size preloaded and warmed up, then the timed turns
     round-robin over sizes and variants (each round starting one step further)."""
@@ -1032,7 +1103,7 @@ def measure(
             note = setup.note
             case = Case(size, conversation, setup.memory(budget), setup.floor())
             cases.append(case)
-            preload(fw, case)
+            case.preload_s = preload(fw, case)
             case.turns = fw.variants(case)
             warm_up(fw, case, warmup)
 
@@ -1063,9 +1134,16 @@ def measure(
             if parts.hostname and parts.port:
                 counter = WireCounter(parts.hostname, parts.port)
                 try:
-                    for case, setup in zip(cases, setups, strict=True):
+                    pairs = list(zip(cases, setups, strict=True))
+                    for case, setup in pairs if round_trips_everywhere else pairs[-1:]:
                         count_round_trips(
-                            fw, case, setup, counter, proxied(url, counter.port), budget
+                            fw,
+                            case,
+                            setup,
+                            counter,
+                            proxied(url, counter.port),
+                            budget,
+                            round_trip_turns,
                         )
                 finally:
                     counter.close()
@@ -1095,6 +1173,7 @@ def measure(
                 p90={v: percentile(s, 90) for v, s in ordered.items()},
                 round_trips=dict(case.round_trips),
                 statements=dict(case.statements),
+                preload_s=case.preload_s,
                 mismatch=case.mismatch,
             )
         )
@@ -1104,7 +1183,7 @@ def measure(
 # -- output ----------------------------------------------------------------------------------------
 
 _COLUMNS = (
-    ("adapter", 11, "<"),
+    ("adapter", 16, "<"),
     ("store", 10, "<"),
     ("size", 6, ">"),
     ("win msgs", 8, ">"),
@@ -1152,8 +1231,8 @@ def format_row(r: Row) -> str:
             f"{r.own:.0f}",
             f"{r.own_history:.0f}",
             f"{r.floor_own:.0f}",
-            f"{r.ratio:.2f}",
-            f"{r.ratio_history:.2f}",
+            _num(r.ratio if math.isfinite(r.ratio) else None, 2),
+            _num(r.ratio_history if math.isfinite(r.ratio_history) else None, 2),
             _num(r.round_trips.get("ours")),
             _num(r.round_trips.get("ours-h")),
             _num(r.round_trips.get("floor")),
@@ -1171,10 +1250,16 @@ def verdicts(rows: Sequence[Row]) -> list[tuple[bool, str]]:
         goal = GOALS[adapter]
         checks: list[tuple[bool, str]] = []
         for size, r in sorted(mine.items()):
-            checks.append((r.ratio <= goal, f"{size}: ours/floor {r.ratio:.2f}"))
+            if math.isfinite(r.ratio):
+                checks.append((r.ratio <= goal, f"{size}: ours/floor {r.ratio:.2f}"))
+            else:
+                checks.append((False, f"{size}: floor own <= 0 (noise: use more --turns)"))
         if 1000 in mine and 10000 in mine:
-            flat = mine[10000].own / mine[1000].own if mine[1000].own > 0 else math.inf
-            checks.append((flat <= FLAT_LIMIT, f"own 10000/1000 {flat:.2f}"))
+            if mine[1000].own > 0 and mine[10000].own > 0:
+                flat = mine[10000].own / mine[1000].own
+                checks.append((flat <= FLAT_LIMIT, f"own 10000/1000 {flat:.2f}"))
+            else:
+                checks.append((False, "own 10000/1000: an own cost <= 0 (noise: more --turns)"))
         if store == "postgres":
             limit = MAX_ROUND_TRIPS[adapter]
             trips = [r.round_trips.get("ours") for r in mine.values()]
@@ -1237,7 +1322,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="The adapters' own cost per agent turn (ours - bare+window) against a "
         "hand-written floor layer's, per adapter x store x stored messages.",
     )
-    parser.add_argument("--adapters", type=_names(ADAPTERS), default=list(ADAPTERS))
+    parser.add_argument(
+        "--adapters",
+        type=_names(ADAPTERS),
+        default=list(DEFAULT_ADAPTERS),
+        help="of pydantic-ai (async: await agent.run), langchain (invoke), pydantic-ai-sync "
+        "(agent.run_sync; not run by default)",
+    )
     parser.add_argument(
         "--stores",
         type=_names(STORES),
@@ -1308,6 +1399,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         Path(tmp),
                         budget,
                         fw,
+                        QUICK_RT_TURNS if args.quick else RT_TURNS,
+                        not args.quick,
                     )
                     if note:
                         notes[store] = note
@@ -1321,7 +1414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("p90 us:  " + "; ".join(f"{v}" for v in VARIANTS))
     for r in rows:
         cells = " ".join(f"{r.p90[v]:9.0f}" for v in VARIANTS)
-        print(f"  {r.adapter:<11} {r.store:<10} {r.size:>6}  {cells}")
+        print(f"  {r.adapter:<16} {r.store:<10} {r.size:>6}  {cells}")
     print()
     for store, note in notes.items():
         print(f"{store}: {note}")

@@ -729,6 +729,8 @@ class WireCounter:
         self.lock = threading.Lock()
         self.round_trips = 0
         self.statements = 0
+        self.log: list[str] = []
+        """The SQL of every statement since :meth:`reset`."""
         self.parsed = True
         self._stop = False
         self._thread = threading.Thread(target=self._serve, name="wire-counter", daemon=True)
@@ -738,6 +740,7 @@ class WireCounter:
         with self.lock:
             self.round_trips = 0
             self.statements = 0
+            self.log = []
 
     def counts(self) -> tuple[int, int | None]:
         with self.lock:
@@ -784,7 +787,8 @@ class WireCounter:
                 if found is None:
                     self.parsed = False
                 else:
-                    self.statements += found
+                    self.statements += len(found)
+                    self.log.extend(found)
             else:
                 state.last_from_server = True
                 if state.awaiting_ssl_answer:
@@ -812,14 +816,16 @@ class _Connection:
     awaiting_ssl_answer: bool = False
     broken: bool = False
     buffer: bytearray = field(default_factory=bytearray)
+    prepared: dict[bytes, str] = field(default_factory=dict)
+    portals: dict[bytes, str] = field(default_factory=dict)
 
-    def parse(self, chunk: bytes) -> int | None:
-        """Statements in the client's bytes so far (``None`` once the stream is unreadable,
-        e.g. encrypted)."""
+    def parse(self, chunk: bytes) -> list[str] | None:
+        """The statements (their SQL) the client's bytes so far complete: simple queries and
+        extended-protocol executes (``None`` once the stream is unreadable, e.g. encrypted)."""
         if self.broken:
             return None
         self.buffer += chunk
-        found = 0
+        found: list[str] = []
         while True:
             if not self.started:  # untyped: SSLRequest, GSSENCRequest, StartupMessage
                 if len(self.buffer) < 8:
@@ -839,9 +845,17 @@ class _Connection:
             (length,) = struct.unpack("!i", self.buffer[1:5])
             if len(self.buffer) < 1 + length:
                 return found
+            body = bytes(self.buffer[5 : 1 + length])
             del self.buffer[: 1 + length]
-            if kind in (b"Q", b"E"):
-                found += 1
+            fields = body.split(b"\0")
+            if kind == b"Q":
+                found.append(fields[0].decode(errors="replace"))
+            elif kind == b"P":  # Parse: statement name, query
+                self.prepared[fields[0]] = fields[1].decode(errors="replace")
+            elif kind == b"B":  # Bind: portal name, statement name
+                self.portals[fields[0]] = self.prepared.get(fields[1], "?")
+            elif kind == b"E":  # Execute: portal name
+                found.append(self.portals.get(fields[0], "?"))
 
 
 def proxied(url: str, port: int) -> str:
@@ -875,6 +889,8 @@ class Case:
     """Set when the floor's window differs from ours' (the rows would not do the same work)."""
     round_trips: dict[str, float | None] = field(default_factory=dict)
     statements: dict[str, float | None] = field(default_factory=dict)
+    sql: dict[str, list[str]] = field(default_factory=dict)
+    """The statements of the round-trip pass's last turn, per variant."""
 
 
 @dataclass(slots=True)
@@ -892,6 +908,7 @@ class Row:
     p90: dict[str, float]
     round_trips: dict[str, float | None]
     statements: dict[str, float | None]
+    sql: dict[str, list[str]] = field(default_factory=dict)
     preload_s: float = 0.0
     mismatch: str = ""
 
@@ -1067,7 +1084,12 @@ def count_round_trips(
             case.turns[name](0)  # connections opened, statements prepared: not counted
             counter.reset()
             for i in range(1, turns + 1):
+                if i == turns:
+                    with counter.lock:
+                        start = len(counter.log)
                 case.turns[name](i)
+            with counter.lock:
+                case.sql[name] = [" ".join(q.split()) for q in counter.log[start:]]
             trips, statements = counter.counts()
             case.round_trips[name] = trips / turns
             case.statements[name] = None if statements is None else statements / turns
@@ -1173,6 +1195,7 @@ def measure(
                 p90={v: percentile(s, 90) for v, s in ordered.items()},
                 round_trips=dict(case.round_trips),
                 statements=dict(case.statements),
+                sql=dict(case.sql),
                 preload_s=case.preload_s,
                 mismatch=case.mismatch,
             )
@@ -1416,6 +1439,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         cells = " ".join(f"{r.p90[v]:9.0f}" for v in VARIANTS)
         print(f"  {r.adapter:<16} {r.store:<10} {r.size:>6}  {cells}")
     print()
+    shown: set[str] = set()
+    for r in rows:
+        if r.sql and r.adapter not in shown:
+            shown.add(r.adapter)
+            print(f"statements of one {r.adapter} turn on {r.store} ({r.size} stored), in order:")
+            for variant, statements in r.sql.items():
+                for q in statements:
+                    print(f"  {variant:<6} {q[:110]}")
+            print()
     for store, note in notes.items():
         print(f"{store}: {note}")
     for r in rows:

@@ -831,6 +831,9 @@ class _Connection:
                 if len(self.buffer) < 8:
                     return found
                 (length, code) = struct.unpack("!ii", self.buffer[:8])
+                if not 8 <= length <= 10_000:  # not PostgreSQL's startup
+                    self.broken = True
+                    return None
                 if len(self.buffer) < length:
                     return found
                 del self.buffer[:length]
@@ -843,6 +846,9 @@ class _Connection:
                 return found
             kind = bytes(self.buffer[0:1])
             (length,) = struct.unpack("!i", self.buffer[1:5])
+            if length < 4:
+                self.broken = True
+                return None
             if len(self.buffer) < 1 + length:
                 return found
             body = bytes(self.buffer[5 : 1 + length])
@@ -1401,7 +1407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"python {platform.python_version()} | sqlite {sqlite3.sqlite_version} | tokenizer "
         f"{getattr(enc, 'name', 'approximate')} | {platform.platform()} | {os.cpu_count()} cpus"
     )
-    print("medians in microseconds per turn; own = ours - bare+window; rt = round trips per turn")
+    load = os.getloadavg()[0]
+    print(
+        "medians in microseconds per turn; own = ours - bare+window; rt = round trips per turn; "
+        f"load average {load:.1f} at start"
+    )
     print()
     print(_line([c for c, _, _ in _COLUMNS]))
     print(_line(["-" * w for _, w, _ in _COLUMNS]))
@@ -1457,7 +1467,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for _, line in found_verdicts:
         print(line)
     elapsed = time.perf_counter() - started
-    print(f"(informational; --check makes a FAIL the exit code) {elapsed:.0f} s")
+    print(
+        f"(informational; --check makes a FAIL the exit code) {elapsed:.0f} s; load average "
+        f"{os.getloadavg()[0]:.1f} at the end"
+    )
 
     if args.json is not None:
         payload = {
@@ -1472,6 +1485,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "quick": args.quick,
                 "window_messages": WINDOW_MESSAGES,
                 "message_chars": MESSAGE_CHARS,
+                "load_average_start": load,
+                "load_average_end": os.getloadavg()[0],
+                "seconds": elapsed,
             },
             "rows": [
                 asdict(r)

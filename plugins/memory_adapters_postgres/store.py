@@ -42,11 +42,13 @@ in ``text`` never loses or truncates content.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import struct
+import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -181,6 +183,28 @@ async def _afetched(cur: Any, fetch: str) -> Any:
     return None
 
 
+class _LoopConnections:
+    """The store's own async connections of one event loop."""
+
+    __slots__ = ("idle", "slots")
+
+    def __init__(self, size: int) -> None:
+        self.idle: list[Any] = []
+        self.slots = asyncio.Semaphore(size)
+
+    def finish(self) -> None:
+        """Close the idle connections without their loop (which may be closed)."""
+        idle, self.idle = self.idle, []
+        for conn in idle:
+            with contextlib.suppress(Exception):
+                conn.pgconn.finish()
+
+
+async def _aclose_quietly(conn: Any) -> None:
+    with contextlib.suppress(Exception):
+        await conn.close()
+
+
 def _record(row: Sequence[Any]) -> Record:
     return Record.from_row(row[0], row[1], row[2], row[3], row[4], row[5])
 
@@ -312,6 +336,13 @@ class PostgresStore(Store):
                 ) from exc
         self.pool: ConnectionPool[Any] = pool
         self.async_pool = async_pool
+        # Without an async pool, async calls use connections of the store's own, kept per
+        # event loop (a connection serves the loop it was made in): see _aconnection.
+        self._aconninfo = _libpq_url(url) if url is not None and async_pool is None else None
+        self._connect_timeout = connect_timeout
+        self._max_size = max_size
+        self._loops: dict[Any, _LoopConnections] = {}
+        self._loops_lock = threading.Lock()
         self._sql: dict[str, str] = {}
         try:
             if migrate:
@@ -525,13 +556,11 @@ class PostgresStore(Store):
     async def _arun(self, make: Callable[[], Op[T]]) -> T:
         if self._closed:
             raise store_closed(type(self).__name__)
-        pool = self.async_pool
-        assert pool is not None
         psycopg = self._psycopg
         for attempt in (0, 1):
             done = False
             try:
-                async with pool.connection() as conn:
+                async with self._aconnection() as conn:
                     op = make()
                     result: Any = None
                     try:
@@ -562,7 +591,7 @@ class PostgresStore(Store):
                 return value
             except psycopg.OperationalError as exc:
                 if attempt == 0 and not done:
-                    await pool.check()
+                    await self._acheck()
                     continue
                 raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
             except psycopg.Error as exc:
@@ -635,30 +664,28 @@ class PostgresStore(Store):
                 i = live[0]
                 sent[i] = self._execute(conn, steps[i], ops[i])
             elif live:
-                with conn.pipeline() as pipeline:
+                with conn.pipeline():  # its end sends the one Sync and waits for every result
                     cursors = [
                         conn.execute(steps[i].sql, steps[i].params, binary=steps[i].binary)
                         for i in live
                     ]
-                    pipeline.sync()
-                    for i, cur in zip(live, cursors, strict=True):
-                        sent[i] = _fetched(cur, steps[i].fetch)
+                for i, cur in zip(live, cursors, strict=True):
+                    sent[i] = _fetched(cur, steps[i].fetch)
         return results
 
     async def abatch(self, calls: Sequence[StoreCall]) -> list[Any]:
         """Async :meth:`batch`."""
         makes = self._ops(calls)
-        if makes is None or len(makes) < 2 or self.async_pool is None:
+        if makes is None or len(makes) < 2 or not self._native_async:
             if makes is not None and len(makes) >= 2:  # one hop to a worker, not one per call
                 return await asyncio.to_thread(self.batch, calls)
             return await super().abatch(calls)
         if self._closed:
             raise store_closed(type(self).__name__)
-        pool = self.async_pool
         psycopg = self._psycopg
         for attempt in (0, 1):
             try:
-                async with pool.connection() as conn:
+                async with self._aconnection() as conn:
                     ops = [make() for make in makes]
                     try:
                         return await self._apipelined(conn, ops)
@@ -667,7 +694,7 @@ class PostgresStore(Store):
                             op.close()
             except psycopg.OperationalError as exc:
                 if attempt == 0:
-                    await pool.check()
+                    await self._acheck()
                     continue
                 raise StoreUnavailable(f"PostgreSQL: {exc}") from exc
             except psycopg.Error as exc:
@@ -691,20 +718,68 @@ class PostgresStore(Store):
             live = list(steps)
             if not live:
                 break
-            async with conn.pipeline() as pipeline:
+            async with conn.pipeline():  # its end sends the one Sync and waits for the results
                 cursors = [
                     await conn.execute(steps[i].sql, steps[i].params, binary=steps[i].binary)
                     for i in live
                 ]
-                await pipeline.sync()
-                for i, cur in zip(live, cursors, strict=True):
-                    sent[i] = await _afetched(cur, steps[i].fetch)
+            for i, cur in zip(live, cursors, strict=True):
+                sent[i] = await _afetched(cur, steps[i].fetch)
         return results
+
+    @property
+    def _native_async(self) -> bool:
+        return self.async_pool is not None or self._aconninfo is not None
+
+    @contextlib.asynccontextmanager
+    async def _aconnection(self) -> AsyncIterator[Any]:
+        """An async connection: from the application's async pool, or one of the store's own
+        for the running event loop (opened on first use, at most ``max_size`` at once per
+        loop, kept idle for the loop's next call; those of loops that have closed are closed)."""
+        if self.async_pool is not None:
+            async with self.async_pool.connection() as conn:
+                yield conn
+            return
+        loop = asyncio.get_running_loop()
+        with self._loops_lock:
+            mine = self._loops.get(loop)
+            if mine is None:
+                for gone in [k for k in self._loops if k.is_closed()]:
+                    self._loops.pop(gone).finish()
+                mine = self._loops[loop] = _LoopConnections(self._max_size)
+        async with mine.slots:
+            conn = mine.idle.pop() if mine.idle else None
+            if conn is None:
+                assert self._aconninfo is not None
+                conn = await self._psycopg.AsyncConnection.connect(
+                    self._aconninfo, autocommit=True, connect_timeout=self._connect_timeout
+                )
+            try:
+                yield conn
+            except BaseException:
+                await _aclose_quietly(conn)  # its state is unknown: never reused
+                raise
+            if self._closed or conn.closed or conn.info.transaction_status != 0:
+                await _aclose_quietly(conn)
+            else:
+                mine.idle.append(conn)
+
+    async def _acheck(self) -> None:
+        """After a lost connection: drop the connections that may be stale."""
+        if self.async_pool is not None:
+            await self.async_pool.check()
+            return
+        with self._loops_lock:
+            mine = self._loops.get(asyncio.get_running_loop())
+        if mine is not None:
+            idle, mine.idle = mine.idle, []
+            for conn in idle:
+                await _aclose_quietly(conn)
 
     async def _offload(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Async twins: native on the async pool when there is one, else a worker thread."""
         op = getattr(self, f"_{fn.__name__}", None)
-        if self.async_pool is None or op is None:
+        if not self._native_async or op is None:
             return await super()._offload(fn, *args, **kwargs)
         return await self._arun(lambda: op(*args, **kwargs))
 
@@ -1294,6 +1369,10 @@ class PostgresStore(Store):
     def close(self) -> None:
         """Close the store (and its pool, unless the application gave it one)."""
         self._closed = True
+        with self._loops_lock:
+            loops, self._loops = self._loops, {}
+        for connections in loops.values():
+            connections.finish()
         if self._own_pool:
             self.pool.close()
 

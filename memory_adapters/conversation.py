@@ -16,6 +16,7 @@ from .errors import InvalidInput, InvalidValue, ValueTooLarge
 from .messages import AppendResult, Entry, Message, Record
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .tokens import MESSAGE_OVERHEAD
+from .tracing import traced
 from .validation import (
     check_bool,
     check_id,
@@ -62,6 +63,31 @@ class Conversation:
         idempotency_key: str | None,
         model: str | None,
         coerce: bool = False,
+        run: Run | None = None,
+    ) -> Plan[AppendResult]:
+        """The append plan, observed as an ``"append"`` operation when a plugin asks
+        (:mod:`.tracing`); ``run`` is the run appending, if any."""
+        m = self._memory
+        if not m.hooks.observes_operations:
+            return self._append_plan(
+                messages, run_id, expected_last_seq, idempotency_key, model, coerce, None
+            )
+        seen: dict[str, Any] = {}
+        plan = self._append_plan(
+            messages, run_id, expected_last_seq, idempotency_key, model, coerce, seen
+        )
+        content = {"messages": messages}
+        return traced(m, "append", self.scope, plan, run=run, attributes=seen, content=content)
+
+    def _append_plan(
+        self,
+        messages: Sequence[Message],
+        run_id: str | None,
+        expected_last_seq: int | None,
+        idempotency_key: str | None,
+        model: str | None,
+        coerce: bool,
+        seen: dict[str, Any] | None,
     ) -> Plan[AppendResult]:
         check_bool(coerce, "coerce")
         if isinstance(messages, Message) or not isinstance(messages, Sequence):
@@ -101,6 +127,9 @@ class Conversation:
             for m, d, n in zip(msgs, data, counts, strict=True)
         ]
         size = sum(len(e.data) for e in entries)
+        if seen is not None:
+            seen["messages"] = len(entries)
+            seen["tokens"] = sum(e.tokens for e in entries)
         if size > limit:
             raise ValueTooLarge(f"the turn is about {size} bytes; the limit is {limit}")
         result: AppendResult = yield StoreCall(
@@ -129,6 +158,14 @@ class Conversation:
         ]
 
     def _window(self, options: dict[str, Any], run: Run | None) -> Plan[Window]:
+        """The window plan, observed as a ``"window"`` operation when a plugin asks
+        (:mod:`.tracing`)."""
+        plan = self._window_plan(options, run)
+        if not self._memory.hooks.observes_operations:
+            return plan
+        return traced(self._memory, "window", self.scope, plan, run=run)
+
+    def _window_plan(self, options: dict[str, Any], run: Run | None) -> Plan[Window]:
         m = self._memory
         max_tokens = options.get("max_tokens", m.history_tokens)
         max_messages = options.get("max_messages")

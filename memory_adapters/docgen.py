@@ -32,6 +32,7 @@ SECTIONS = (
             "working_merged",
         ),
     ),
+    ("Observing operations", ("operation_started", "operation_finished")),
 )
 
 

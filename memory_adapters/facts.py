@@ -30,6 +30,7 @@ from .errors import (
     Unsupported,
 )
 from .steps import EmbedCall, Plan, StoreCall, drive_async, drive_sync
+from .tracing import traced
 from .validation import (
     MAX_VALUE_BYTES,
     check_expires_at,
@@ -353,6 +354,18 @@ class Facts:
         return facts
 
     def _search(self, query: str, limit: int, mode: str | None = None) -> Plan[list[Fact]]:
+        """The search plan, observed as a ``"search"`` operation when a plugin asks
+        (:mod:`.tracing`)."""
+        memory = self._memory
+        if not memory.hooks.observes_operations:
+            return self._search_plan(query, limit, mode, None)
+        seen: dict[str, Any] = {"limit": limit}
+        plan = self._search_plan(query, limit, mode, seen)
+        return traced(memory, "search", self.scope, plan, attributes=seen, content={"query": query})
+
+    def _search_plan(
+        self, query: str, limit: int, mode: str | None, seen: dict[str, Any] | None
+    ) -> Plan[list[Fact]]:
         if not isinstance(query, str):
             raise InvalidInput(f"query must be a str, not {type(query).__name__}")
         check_positive_int(limit, "limit")
@@ -372,6 +385,8 @@ class Facts:
                     raise Unsupported(f"{type(memory.store).__name__} cannot search by meaning")
                 _warn(f"{type(memory.store).__name__} cannot search by meaning: keywords only")
                 mode = "keyword"
+        if seen is not None:
+            seen["mode"] = mode
         pool = limit if mode != "hybrid" else max(2 * limit, 10)
         terms = search_terms(query)
         keyword: list[Fact] = []
@@ -388,6 +403,8 @@ class Facts:
             results = (semantic or [])[:limit]
         else:  # keyword, or a hybrid search whose embedder failed
             results = keyword[:limit]
+            if seen is not None and mode == "hybrid":
+                seen["mode"] = "keyword"
         step = memory.hooks.facts_searched(self.scope, query, results)
         if step is not None:
             yield step

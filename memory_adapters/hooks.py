@@ -19,14 +19,24 @@ if TYPE_CHECKING:
     from .plugins import PluginManager
     from .run import Run
     from .scope import Scope
+    from .tracing import Operation
     from .window import Window
     from .working import MergeReport
 
 
 AFTER_COMMIT = frozenset(
-    ("after_save", "fact_stored", "fact_forgotten", "working_written", "working_merged")
+    (
+        "after_save",
+        "fact_stored",
+        "fact_forgotten",
+        "working_written",
+        "working_merged",
+        "operation_started",
+        "operation_finished",
+    )
 )
-"""Hooks that report a write already made: their failures warn instead of raising."""
+"""Hooks that report a write already made, or only observe: their failures warn instead of
+raising."""
 
 
 class Hooks:
@@ -184,3 +194,21 @@ class Hooks:
     def working_merged(self, child: str, parent: str, report: MergeReport) -> HookCall | None:
         """See :func:`memory_adapters.hookspecs.working_merged`."""
         return self._step("working_merged", child=child, parent=parent, report=report)
+
+    # -- observing operations --------------------------------------------------------------------
+
+    @property
+    def observes_operations(self) -> bool:
+        """Whether any plugin implements ``operation_started`` or ``operation_finished``."""
+        implemented = self._pm.implemented
+        return "operation_started" in implemented or "operation_finished" in implemented
+
+    def operation_started(self, operation: Operation) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.operation_started`."""
+        return self._step("operation_started", operation=operation)
+
+    def operation_finished(
+        self, operation: Operation, result: Any, error: BaseException | None
+    ) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.operation_finished`."""
+        return self._step("operation_finished", operation=operation, result=result, error=error)

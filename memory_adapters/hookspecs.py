@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .messages import Message, Record
     from .run import Run
     from .scope import Scope
+    from .tracing import Operation
     from .window import Window
     from .working import MergeReport
 
@@ -246,3 +247,31 @@ def working_forked(parent: str, child: str) -> None:
 def working_merged(child: str, parent: str, report: MergeReport) -> None:
     """The writes of ``child`` were merged into ``parent``; ``report`` says what was applied
     and which keys conflicted."""
+
+
+# --- observing operations -------------------------------------------------------------------
+
+
+@hookspec
+def operation_started(operation: Operation) -> None:
+    """An operation is starting: ``operation.name`` is ``"window"`` (a window read for a model
+    call), ``"append"`` (a turn written to a conversation log), ``"search"`` (a search of
+    long-term facts) or ``"tool"`` (a memory tool called by a model). For tracing, metrics and
+    logs: ``operation.run`` is the agent run it belongs to, if any; ``operation.state`` carries
+    data to :func:`operation_finished`. Operations nest (a search made by a tool). Nothing is
+    built for these two hooks when no plugin implements them. A failing implementation is
+    reported with a :class:`~memory_adapters.errors.HookErrorWarning`, never raised.
+    """
+
+
+@hookspec
+def operation_finished(operation: Operation, result: Any, error: BaseException | None) -> None:
+    """The operation of :func:`operation_started` ended, with ``result`` (a
+    :class:`~memory_adapters.window.Window`, an
+    :class:`~memory_adapters.messages.AppendResult`, the list of
+    :class:`~memory_adapters.facts.Fact` found, or the text a tool returned to the model), or
+    raising ``error`` (then ``result`` is ``None``; the error reaches the caller afterwards).
+    Called once for every ``operation_started``, except when the task running the operation is
+    cancelled. A failing implementation is reported with a
+    :class:`~memory_adapters.errors.HookErrorWarning`, never raised.
+    """

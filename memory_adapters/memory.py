@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextvars
-import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from .conversation import Conversation
+from . import environment as env
+from .conversation import UNSET, Conversation, Unset
 from .embedders import Embedder
 from .errors import InvalidInput, NoAdapter, UnknownScheme
 from .facts import Facts
@@ -31,7 +31,7 @@ WrappedT = TypeVar("WrappedT")
 DEFAULT_URL = "sqlite:///memory_adapters.db"
 """Where ``Memory()`` keeps memory when given no URL and ``MEMORY_ADAPTERS_URL`` is unset."""
 
-ENV_URL = "MEMORY_ADAPTERS_URL"
+ENV_URL = env.URL
 DEFAULT_HISTORY_TOKENS = 8000
 DEFAULT_WORKING_TOKENS = 1000
 
@@ -53,6 +53,12 @@ class Memory:
     name (``"wordllama"``, ``"openai:text-embedding-3-small"``), an embedder object (pydantic-ai,
     LangChain, :class:`~memory_adapters.embedders.Embedder`) or a callable; ``None`` takes the
     installed default (the ``embeddings`` extra's offline model), ``False`` none.
+    ``telemetry_content`` lets telemetry plugins record message content and fact values (off
+    by default). Options not given are read from the environment where an operator sets them
+    per deployment (:mod:`memory_adapters.environment`: ``MEMORY_ADAPTERS_URL``,
+    ``MEMORY_ADAPTERS_NAMESPACE``, ``MEMORY_ADAPTERS_HISTORY_TOKENS``, ``MEMORY_ADAPTERS_MODEL``,
+    ``MEMORY_ADAPTERS_EMBED``, ``MEMORY_ADAPTERS_OTEL_CONTENT``); a bad value there raises
+    ``InvalidInput`` naming the variable.
     The token counts and ``max_turn_bytes`` are ints up to
     :data:`~memory_adapters.validation.MAX_INT` (``InvalidInput`` otherwise).
     """
@@ -62,11 +68,11 @@ class Memory:
         url: str | None = None,
         *,
         store: Store | None = None,
-        namespace: str = "default",
+        namespace: str | None = None,
         model: str | None = None,
         plugins: tuple[object, ...] | list[object] = (),
         load_entrypoints: bool = True,
-        history_tokens: int | None = DEFAULT_HISTORY_TOKENS,
+        history_tokens: int | Unset | None = UNSET,
         pin_system: bool = True,
         pin_first_turn: bool = False,
         summary_tokens: int = 0,
@@ -74,12 +80,27 @@ class Memory:
         max_turn_bytes: int = MAX_TURN_BYTES,
         store_options: dict[str, Any] | None = None,
         embed: object = None,
+        telemetry_content: bool | None = None,
     ) -> None:
+        if namespace is None:
+            namespace = _from_env(env.NAMESPACE, lambda v: Scope(namespace=v).namespace)
+        if model is None:
+            model = _from_env(env.MODEL, check_model)
+        if history_tokens is UNSET:
+            budget = env.budget(env.HISTORY_TOKENS)
+            history_tokens = DEFAULT_HISTORY_TOKENS if budget is False else budget
+        if embed is None:
+            embed = env.embed_spec(env.EMBED)
+        if telemetry_content is None:
+            telemetry_content = bool(env.flag(env.OTEL_CONTENT))
+        self.telemetry_content = check_bool(telemetry_content, "telemetry_content")
+        """Whether telemetry plugins may record message content and fact values (see
+        :class:`~memory_adapters.tracing.Operation`)."""
         self.pm = PluginManager(load_entrypoints=load_entrypoints)
         for plugin in plugins:
             self.pm.register(plugin)
         self.hooks = Hooks(self.pm)
-        self._base = Scope(namespace=namespace)
+        self._base = Scope(namespace="default" if namespace is None else namespace)
         self.model = check_model(model)
         self.history_tokens = (
             None if history_tokens is None else check_positive_int(history_tokens, "history_tokens")
@@ -99,7 +120,7 @@ class Memory:
             self.store = store
         else:
             self.store = self.open_store(
-                url or os.environ.get(ENV_URL) or DEFAULT_URL, **(store_options or {})
+                url or env.get(ENV_URL) or DEFAULT_URL, **(store_options or {})
             )
         self.embedder: Embedder | None = self._make_embedder(embed)
         """The embedder of semantic recall, or ``None`` (keyword search only)."""
@@ -287,6 +308,18 @@ class Memory:
 
     def __repr__(self) -> str:
         return f"<Memory store={type(self.store).__name__} namespace={self._base.namespace!r}>"
+
+
+def _from_env(name: str, check: Callable[[str], object]) -> str | None:
+    """The value of variable ``name`` if set, checked by ``check``; its ``InvalidInput`` is
+    raised again naming the variable."""
+    value = env.get(name)
+    if value is not None:
+        try:
+            check(value)
+        except InvalidInput as exc:
+            raise InvalidInput(f"{name}={value!r}: {exc}") from exc
+    return value
 
 
 def _texts(texts: object) -> list[str]:

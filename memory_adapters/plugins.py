@@ -35,6 +35,9 @@ ENTRYPOINT_GROUP = "memory_adapters"
 DISTRIBUTION = "memory-adapters"
 ENV_DISABLE_AUTOLOAD = "MEMORY_ADAPTERS_DISABLE_PLUGIN_AUTOLOAD"
 ENV_PLUGINS = "MEMORY_ADAPTERS_PLUGINS"
+COMPANIONS = "memory_adapters_plugins"
+"""A plugin's optional function returning more plugin objects to register with it, asked once
+per plugin manager as it loads the plugin."""
 
 CORE_PLUGINS: tuple[str, ...] = (
     "memory_adapters.tokens",
@@ -51,6 +54,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "pydantic_ai": "memory_adapters_pydantic_ai",
     "langchain": "memory_adapters_langchain",
     "wordllama": "memory_adapters_wordllama",
+    "otel": "memory_adapters_otel",
 }
 """The built-in plugins this distribution declares as entry points. Used only when the
 distribution's metadata is absent (running from a source tree that was never installed)."""
@@ -183,7 +187,22 @@ class PluginManager(pluggy.PluginManager):
                     continue
                 self.register(lp.plugin, name=lp.name)
                 self.distinfo[lp.name] = (lp.distribution, lp.version)
+                self._register_companions(lp)
             self._entrypoints_loaded = True
+
+    def _register_companions(self, lp: LoadedPlugin) -> None:
+        """Register what the plugin's ``memory_adapters_plugins()`` returns, if it has one:
+        objects it decides to add to this plugin manager when it is loaded (the OpenTelemetry
+        plugin adds its span hooks only where a tracer provider is configured, so that it
+        costs nothing elsewhere). They are named ``<plugin>.<n>``."""
+        make = getattr(lp.plugin, COMPANIONS, None)
+        if not callable(make):
+            return
+        for i, obj in enumerate(make(), 1):
+            name = f"{lp.name}.{i}"
+            if not self.has_plugin(name):
+                self.register(obj, name=name)
+                self.distinfo[name] = (lp.distribution, lp.version)
 
     def register(self, plugin: object, name: str | None = None) -> str | None:
         """Register a plugin (a module, class or instance with hookimpls)."""

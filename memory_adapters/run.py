@@ -383,7 +383,7 @@ class RunLifecycle:
     def _append(self, msgs: list[Message], key: str) -> Plan[AppendResult]:
         conversation = Conversation(self.memory, self.conversation)
         result: AppendResult = yield from conversation._append(
-            msgs, self.run.run_id, None, outcome_key(key, msgs), None, coerce=True
+            msgs, self.run.run_id, None, outcome_key(key, msgs), None, coerce=True, run=self.run
         )
         self._saved.extend(msgs)
         self.result = result

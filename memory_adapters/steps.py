@@ -3,10 +3,12 @@
 A step is a :class:`StoreCall` (a store method by its sync name; the async driver calls the
 ``a``-prefixed twin), a :class:`StoreBatch` (store calls that do not depend on each other,
 which a store may send in one round trip), a :class:`HookCall` or an :class:`EmbedCall`. The
-generator receives each step's result and returns the operation's result. :func:`drive_sync`
-and :func:`drive_async` run a generator, so that ``Conversation.window`` and
-``Conversation.awindow`` share every line of logic; :func:`gather` runs several plans side by
-side, so that the reads of a run's start (its window, its working memory) cost one round trip.
+generator receives each step's result and returns the operation's result; a step that raises
+raises at the ``yield`` of the generator (which may handle it, or observe it and re-raise, as
+:func:`~memory_adapters.tracing.traced` does). :func:`drive_sync` and :func:`drive_async` run
+a generator, so that ``Conversation.window`` and ``Conversation.awindow`` share every line of
+logic; :func:`gather` runs several plans side by side, so that the reads of a run's start (its
+window, its working memory) cost one round trip.
 """
 
 from __future__ import annotations
@@ -131,30 +133,37 @@ def gather(*plans: Plan[Any]) -> Plan[list[Any]]:
 def drive_sync(plan: Plan[T], store: Store, hooks: Hooks) -> T:
     """Run ``plan`` with blocking store calls; hook awaitables run on a private loop."""
     result: Any = None
+    error: Exception | None = None
     try:
         while True:
-            step = plan.send(result)
-            if isinstance(step, StoreCall):
-                result = getattr(store, step.method)(*step.args, **step.kwargs)
-            elif isinstance(step, StoreBatch):
-                result = store.batch(step.calls)
-            elif isinstance(step, EmbedCall):
-                try:
-                    result = step.embedder.embed(step.texts, step.input_type)  # type: ignore[arg-type]
-                except Exception as exc:
-                    result = exc
-            elif step.after_commit:
-                try:
-                    result = [resolve_sync(r) for r in hooks.call(step)]
-                except Exception as exc:
-                    _report(step, exc)
-                    result = []
-            else:
-                result = hooks.call(step)
-                if step.firstresult:
-                    result = resolve_sync(result)
+            if error is None:
+                step = plan.send(result)
+            else:  # a step raised: the plan may handle it (or observe it and re-raise)
+                step, error = plan.throw(error), None
+            try:
+                if isinstance(step, StoreCall):
+                    result = getattr(store, step.method)(*step.args, **step.kwargs)
+                elif isinstance(step, StoreBatch):
+                    result = store.batch(step.calls)
+                elif isinstance(step, EmbedCall):
+                    try:
+                        result = step.embedder.embed(step.texts, step.input_type)  # type: ignore[arg-type]
+                    except Exception as exc:
+                        result = exc
+                elif step.after_commit:
+                    try:
+                        result = [resolve_sync(r) for r in hooks.call(step)]
+                    except Exception as exc:
+                        _report(step, exc)
+                        result = []
                 else:
-                    result = [resolve_sync(r) for r in result]
+                    result = hooks.call(step)
+                    if step.firstresult:
+                        result = resolve_sync(result)
+                    else:
+                        result = [resolve_sync(r) for r in result]
+            except Exception as exc:
+                error = exc
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
 
@@ -162,29 +171,36 @@ def drive_sync(plan: Plan[T], store: Store, hooks: Hooks) -> T:
 async def drive_async(plan: Plan[T], store: Store, hooks: Hooks) -> T:
     """Run ``plan`` with the store's async methods; hook awaitables run on this loop."""
     result: Any = None
+    error: Exception | None = None
     try:
         while True:
-            step = plan.send(result)
-            if isinstance(step, StoreCall):
-                result = await getattr(store, "a" + step.method)(*step.args, **step.kwargs)
-            elif isinstance(step, StoreBatch):
-                result = await store.abatch(step.calls)
-            elif isinstance(step, EmbedCall):
-                try:
-                    result = await step.embedder.aembed(step.texts, step.input_type)  # type: ignore[arg-type]
-                except Exception as exc:
-                    result = exc
-            elif step.after_commit:
-                try:
-                    result = [await resolve_async(r) for r in hooks.call(step)]
-                except Exception as exc:
-                    _report(step, exc)
-                    result = []
-            else:
-                result = hooks.call(step)
-                if step.firstresult:
-                    result = await resolve_async(result)
+            if error is None:
+                step = plan.send(result)
+            else:  # a step raised: the plan may handle it (or observe it and re-raise)
+                step, error = plan.throw(error), None
+            try:
+                if isinstance(step, StoreCall):
+                    result = await getattr(store, "a" + step.method)(*step.args, **step.kwargs)
+                elif isinstance(step, StoreBatch):
+                    result = await store.abatch(step.calls)
+                elif isinstance(step, EmbedCall):
+                    try:
+                        result = await step.embedder.aembed(step.texts, step.input_type)  # type: ignore[arg-type]
+                    except Exception as exc:
+                        result = exc
+                elif step.after_commit:
+                    try:
+                        result = [await resolve_async(r) for r in hooks.call(step)]
+                    except Exception as exc:
+                        _report(step, exc)
+                        result = []
                 else:
-                    result = [await resolve_async(r) for r in result]
+                    result = hooks.call(step)
+                    if step.firstresult:
+                        result = await resolve_async(result)
+                    else:
+                        result = [await resolve_async(r) for r in result]
+            except Exception as exc:
+                error = exc
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, ToolArgumentError
+from .scope import Scope
 from .steps import Plan, drive_async, drive_sync
+from .tracing import traced
 from .validation import describe
 
 if TYPE_CHECKING:
     from .facts import Fact, Facts
     from .memory import Memory
-    from .scope import Scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +168,22 @@ class MemoryTools:
         return spec
 
     def _plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:
-        from .scope import Scope
+        """The tool call's plan, observed as a ``"tool"`` operation when a plugin asks
+        (:mod:`.tracing`)."""
+        plan = self._tool_plan(name, args, scope)
+        memory = self._memory
+        if not memory.hooks.observes_operations:
+            return plan
+        return traced(
+            memory,
+            "tool",
+            scope if isinstance(scope, Scope) else memory.scope,
+            plan,
+            attributes={"tool": name if type(name) is str else repr(name)},
+            content={"arguments": args},
+        )
+
+    def _tool_plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:
 
         if scope is not None and not isinstance(scope, Scope):
             raise InvalidInput(f"scope must be a Scope or None, not {type(scope).__name__}")

@@ -72,6 +72,36 @@ def postgres_url() -> Iterator[str]:
         server.cleanup()
 
 
+@pytest.fixture(scope="session")
+def pgbouncer_url(postgres_url: str) -> Iterator[str]:
+    """The database of :func:`postgres_url` through a PgBouncer in transaction pooling mode
+    that the tests start (Debian's ``pgbouncer`` package), with ``?pgbouncer=true``. It
+    skips where PgBouncer is not installed, unless ``MEMORY_ADAPTERS_REQUIRE_POSTGRES=1``
+    (set by CI), which makes that a failure."""
+    from urllib.parse import urlsplit
+
+    from memory_adapters.testing.postgres_server import PostgresUnavailable, TemporaryPgBouncer
+
+    parts = urlsplit(postgres_url)
+    bouncer = TemporaryPgBouncer(
+        parts.hostname or "127.0.0.1",
+        parts.port or 5432,
+        user=parts.username or "postgres",
+        password=parts.password,
+    )
+    try:
+        bouncer.start()
+    except PostgresUnavailable as exc:
+        bouncer.cleanup()
+        if os.environ.get(REQUIRE_POSTGRES) == "1":
+            pytest.fail(f"no PgBouncer could be started: {exc}")
+        pytest.skip(f"no PgBouncer could be started: {exc}")
+    try:
+        yield bouncer.url_for(parts.path.lstrip("/")) + "?pgbouncer=true"
+    finally:
+        bouncer.cleanup()
+
+
 REQUIRE_PGVECTOR = "MEMORY_ADAPTERS_REQUIRE_PGVECTOR"
 
 

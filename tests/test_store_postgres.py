@@ -22,7 +22,7 @@ from memory_adapters import InvalidId, Memory, Message, StoreUnavailable
 from memory_adapters.embedders import Embedding, normalized
 from memory_adapters.errors import InvalidInput, StoreNotReady
 from memory_adapters.store import Store
-from memory_adapters.testing import MultiProcessConformance, StoreConformance
+from memory_adapters.testing import MultiProcessConformance, StoreConformance, windows
 from memory_adapters.testing.conformance import _append_worker, check_log
 from memory_adapters.testing.postgres_server import TemporaryPostgres
 
@@ -54,6 +54,35 @@ class TestPostgresStore(StoreConformance, MultiProcessConformance):
     @pytest.fixture
     def store_factory(self, postgres_url: str, schema: str) -> Callable[[], Store]:
         return functools.partial(PostgresStore, postgres_url, schema=schema)
+
+
+class TestPostgresStoreThroughPgBouncer(StoreConformance, MultiProcessConformance):
+    """The conformance kit through PgBouncer in transaction pooling mode (``?pgbouncer=true``):
+    no server-side prepared statements, no session state; migrations included."""
+
+    @pytest.fixture
+    def schema(self, postgres_url: str) -> Iterator[str]:
+        name = _schema()
+        yield name
+        _drop(postgres_url, name)
+
+    @pytest.fixture
+    def store(self, pgbouncer_url: str, schema: str) -> Iterator[PostgresStore]:
+        s = PostgresStore(pgbouncer_url, schema=schema)
+        assert s.pgbouncer
+        yield s
+        s.close()
+
+    @pytest.fixture
+    def store_factory(self, pgbouncer_url: str, schema: str) -> Callable[[], Store]:
+        return functools.partial(PostgresStore, pgbouncer_url, schema=schema)
+
+    def test_every_window_is_valid_maximal_and_within_budget(self, window_memory: Memory) -> None:
+        """The property-based window suite with 20 examples (CI time): its queries are the
+        ones the direct suite checks with every example; here they go through the pooler."""
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(windows, "EXAMPLES", 20)
+            super().test_every_window_is_valid_maximal_and_within_budget(window_memory)
 
 
 class TestPostgresStoreFromPool(StoreConformance):
@@ -612,3 +641,25 @@ def test_native_async_vector_search_on_pgvector(pgvector_url: str, pgvector_sche
             pool.close()
 
     assert asyncio.run(main()) == ["y", "x"]
+
+
+def test_the_pgbouncer_switch_turns_off_prepared_statements(
+    pgbouncer_url: str, postgres_url: str
+) -> None:
+    schema = _schema()
+    try:
+        bounced = PostgresStore(pgbouncer_url, schema=schema)
+        direct = PostgresStore(postgres_url, schema=schema)
+        with bounced.pool.connection() as conn:
+            assert conn.prepare_threshold is None
+        with direct.pool.connection() as conn:
+            assert conn.prepare_threshold == 5  # psycopg's default, where the server allows it
+        assert bounced.pgbouncer and not direct.pgbouncer
+        assert not PostgresStore(pgbouncer_url, schema=schema, pgbouncer=False).pgbouncer
+        for bad in ("?pgbouncer=maybe", "?sslmode=disable&pgbouncer=2"):
+            with pytest.raises(InvalidInput, match="pgbouncer"):
+                PostgresStore(postgres_url + bad, schema=schema)
+        bounced.close()
+        direct.close()
+    finally:
+        _drop(postgres_url, schema)

@@ -13,6 +13,8 @@ PostgreSQL refuses to run as root, so when the caller is root the server runs as
 
     with TemporaryPostgres(binaries="pgserver") as pg:   # a server with pgvector
         memory = Memory(pg.url)
+
+:class:`TemporaryPgBouncer` puts a PgBouncer (transaction pooling) in front of such a server.
 """
 
 from __future__ import annotations
@@ -259,6 +261,144 @@ class TemporaryPostgres:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> TemporaryPostgres:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.cleanup()
+
+
+class TemporaryPgBouncer:
+    """Start a private PgBouncer in front of a PostgreSQL server; stop it and delete its files
+    on exit.
+
+    ``host`` / ``port`` are the server's; every database of the server is served under its own
+    name, in ``pool_mode`` (``"transaction"`` by default: each transaction may run on another
+    server connection, which breaks server-side prepared statements, session advisory locks
+    and ``SET`` state, as most production deployments do). Clients are trusted (``auth_type =
+    trust``; the server still checks them). As root PgBouncer runs as the ``postgres`` user.
+    The program is ``pgbouncer`` on ``PATH`` or in ``/usr/sbin`` (Debian's ``pgbouncer``
+    package); :class:`PostgresUnavailable` says so when it is missing.
+
+    ::
+
+        with TemporaryPostgres() as pg, TemporaryPgBouncer("127.0.0.1", pg.port) as bouncer:
+            memory = Memory(bouncer.url_for(pg.database) + "?pgbouncer=true")
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        user: str = "postgres",
+        password: str | None = None,
+        pool_mode: str = "transaction",
+        pool_size: int = 20,
+    ) -> None:
+        self.host = host
+        self.server_port = port
+        self.user = user
+        self.password = password
+        self.pool_mode = pool_mode
+        self.pool_size = pool_size
+        self.port = _free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="memory-adapters-pgbouncer-"))
+        self.log = self.dir / "pgbouncer.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def url_for(self, database: str) -> str:
+        """A ``postgresql://`` URL of ``database`` through PgBouncer."""
+        user = self.user if self.password is None else f"{self.user}:{self.password}"
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> TemporaryPgBouncer:
+        """Write the configuration, start PgBouncer and wait until it accepts connections."""
+        program = shutil.which("pgbouncer") or (
+            "/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None
+        )
+        if program is None:
+            raise PostgresUnavailable(
+                "pgbouncer not found on PATH or in /usr/sbin (apt-get install pgbouncer brings it)"
+            )
+        secret = "" if self.password is None else self.password
+        (self.dir / "users.txt").write_text(f'"{self.user}" "{secret}"\n')
+        password = "" if self.password is None else f" password={self.password}"
+        ini = self.dir / "pgbouncer.ini"
+        ini.write_text(
+            "\n".join(
+                [
+                    "[databases]",
+                    f"* = host={self.host} port={self.server_port} user={self.user}{password}",
+                    "[pgbouncer]",
+                    "listen_addr = 127.0.0.1",
+                    f"listen_port = {self.port}",
+                    "unix_socket_dir =",
+                    "auth_type = trust",
+                    f"auth_file = {self.dir / 'users.txt'}",
+                    f"pool_mode = {self.pool_mode}",
+                    f"default_pool_size = {self.pool_size}",
+                    "max_client_conn = 1000",
+                    "ignore_startup_parameters = extra_float_digits,options",
+                    f"logfile = {self.log}",
+                    "",
+                ]
+            )
+        )
+        kwargs: dict[str, Any] = {}
+        if os.geteuid() == 0:
+            try:
+                pw = pwd.getpwnam("postgres")
+            except KeyError:
+                raise PostgresUnavailable("running as root and there is no postgres user") from None
+            for path in (self.dir, *self.dir.iterdir()):
+                os.chown(path, pw.pw_uid, pw.pw_gid)
+            kwargs = {"user": pw.pw_uid, "group": pw.pw_gid}
+        self._process = subprocess.Popen(
+            [program, str(ini)],
+            cwd=self.dir,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            **kwargs,
+        )
+        atexit.register(self.stop)
+        deadline = time.monotonic() + 30
+        while True:
+            if self._process.poll() is not None:
+                err = self._process.stderr.read().decode() if self._process.stderr else ""
+                log = self.log.read_text() if self.log.exists() else ""
+                raise PostgresUnavailable(f"pgbouncer exited: {err}\n{log}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise PostgresUnavailable("pgbouncer did not start listening") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop PgBouncer (the process this object started)."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process is not None and process.stderr is not None:
+            process.stderr.close()
+
+    def cleanup(self) -> None:
+        """Stop PgBouncer and delete its files."""
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> TemporaryPgBouncer:
         return self.start()
 
     def __exit__(

@@ -22,10 +22,17 @@
   compared in Python (numpy when importable), linear in the scope's facts.
 * Every operation is written once, as a generator of SQL statements, and driven by a sync
   connection or an async one. Async calls use an ``AsyncConnectionPool`` when the store was
-  given one, and otherwise run the sync path in a worker thread.
+  given one; a store opened from a URL keeps async connections of its own, per event loop;
+  a store given only a sync pool runs the sync path in a worker thread.
+* Reads that do not depend on each other (a run's window and working memory), and the keyed
+  appends of a run's steps, go as one pipeline: one round trip, one implicit transaction.
 * A lost connection raises :class:`~memory_adapters.errors.StoreUnavailable`. An operation
   that fails before it commits is retried once on a fresh connection, so the first call after
   the server comes back works.
+* Behind PgBouncer in transaction pooling mode (``pgbouncer=True``, or ``?pgbouncer=true`` in
+  the URL) the store's connections never prepare statements on the server; it keeps no
+  session state (no ``SET``, no session advisory lock: migrations take a transaction-level
+  ``pg_advisory_xact_lock`` inside their transaction), so it works there as it does directly.
 * Opening a store from a URL makes one direct connection before the pool's, so that a wrong
   URL fails at once with what is wrong and what fixes it (:mod:`.diagnose`: a database or role
   that does not exist, a failed password, no server at host:port) rather than with the pool's
@@ -282,6 +289,7 @@ class PostgresStore(Store):
         migrate: bool = True,
         vector_search: VectorSearch = "auto",
         hnsw_min_vectors: int | None = None,
+        pgbouncer: bool | None = None,
     ) -> None:
         import psycopg
         from psycopg import sql
@@ -307,15 +315,24 @@ class PostgresStore(Store):
         self._s = sql.Identifier(self.schema).as_string(None)
         self._own_pool = pool is None
         self._closed = False
+        if url is not None:
+            url, in_url = _pgbouncer_param(url)
+            pgbouncer = in_url if pgbouncer is None else pgbouncer
+        if pgbouncer is not None and not isinstance(pgbouncer, bool):
+            raise InvalidInput(f"pgbouncer is True, False or None, not {pgbouncer!r}")
+        self.pgbouncer = bool(pgbouncer)
+        """Behind a pooler in transaction mode (PgBouncer): the store's own connections never
+        prepare statements on the server (``prepare_threshold=None``)."""
+        connection: dict[str, Any] = {"autocommit": True, "connect_timeout": connect_timeout}
+        if self.pgbouncer:
+            connection["prepare_threshold"] = None
         self._url = "URL" if url is None else safe_url(url)
         self._role = self._database = "?"  # known once connected
         if pool is None:
             if url is None:
                 raise ValueError("PostgresStore needs a url or a pool")
             try:
-                psycopg.connect(
-                    _libpq_url(url), autocommit=True, connect_timeout=connect_timeout
-                ).close()
+                psycopg.connect(_libpq_url(url), **connection).close()
             except psycopg.OperationalError as exc:
                 raise connect_error(exc, url, connect_timeout) from exc
             pool = ConnectionPool(
@@ -323,7 +340,7 @@ class PostgresStore(Store):
                 min_size=min_size,
                 max_size=max_size,
                 timeout=timeout,
-                kwargs={"autocommit": True, "connect_timeout": connect_timeout},
+                kwargs=connection,
                 open=False,
                 name="memory-adapters",
             )
@@ -339,7 +356,7 @@ class PostgresStore(Store):
         # Without an async pool, async calls use connections of the store's own, kept per
         # event loop (a connection serves the loop it was made in): see _aconnection.
         self._aconninfo = _libpq_url(url) if url is not None and async_pool is None else None
-        self._connect_timeout = connect_timeout
+        self._connection = connection
         self._max_size = max_size
         self._loops: dict[Any, _LoopConnections] = {}
         self._loops_lock = threading.Lock()
@@ -752,7 +769,7 @@ class PostgresStore(Store):
             if conn is None:
                 assert self._aconninfo is not None
                 conn = await self._psycopg.AsyncConnection.connect(
-                    self._aconninfo, autocommit=True, connect_timeout=self._connect_timeout
+                    self._aconninfo, **self._connection
                 )
             try:
                 yield conn
@@ -1375,6 +1392,27 @@ class PostgresStore(Store):
             connections.finish()
         if self._own_pool:
             self.pool.close()
+
+
+def _pgbouncer_param(url: str) -> tuple[str, bool | None]:
+    """``url`` without its ``pgbouncer=true|false`` query parameter (libpq does not know it),
+    and the parameter's value (``None`` when absent)."""
+    if "?" not in url:
+        return url, None
+    base, query = url.split("?", 1)
+    kept: list[str] = []
+    found: bool | None = None
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name != "pgbouncer":
+            kept.append(part)
+        elif value.lower() in ("true", "1", "yes", "on"):
+            found = True
+        elif value.lower() in ("false", "0", "no", "off"):
+            found = False
+        else:
+            raise InvalidInput(f"pgbouncer in the URL is true or false, not {value!r}")
+    return (base + "?" + "&".join(kept) if kept else base), found
 
 
 def _libpq_url(url: str) -> str:

@@ -1,0 +1,291 @@
+"""The OpenTelemetry plugin: spans captured with the SDK's in-memory exporter for runs of real
+pydantic-ai and LangChain agents (scripted models) and for windows, appends, searches and
+memory tool calls; their attributes and parents; no content unless asked for."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import memory_adapters_otel
+import pytest
+from langchain.agents import create_agent
+from memory_adapters_langchain import MemoryMiddleware
+from memory_adapters_otel import OpenTelemetry
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from memory_adapters import AppendConflict, Memory, Message, ToolArgumentError
+from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
+
+SECRET = "oolong-7f3a"
+"""A value that must never reach a span unless content is asked for."""
+
+P = "memory_adapters."
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> TracerProvider:
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    return tp
+
+
+def traced_memory(provider: TracerProvider, **options: Any) -> Memory:
+    return Memory("memory://", embed=False, plugins=[OpenTelemetry(provider)], **options)
+
+
+@pytest.fixture
+def memory(provider: TracerProvider) -> Iterator[Memory]:
+    with traced_memory(provider) as m:
+        yield m
+
+
+def spans(exporter: InMemorySpanExporter, name: str | None = None) -> list[ReadableSpan]:
+    got = list(exporter.get_finished_spans())
+    return [s for s in got if name is None or s.name == P + name]
+
+
+def only(exporter: InMemorySpanExporter, name: str) -> ReadableSpan:
+    found = spans(exporter, name)
+    assert len(found) == 1, [s.name for s in spans(exporter)]
+    return found[0]
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def no_content(exporter: InMemorySpanExporter) -> None:
+    for span in spans(exporter):
+        for key, value in attrs(span).items():
+            assert SECRET not in str(value), (span.name, key)
+        for event in span.events:
+            assert SECRET not in json.dumps(dict(event.attributes or {}), default=str)
+
+
+def parent_id(span: ReadableSpan) -> int | None:
+    return None if span.parent is None else span.parent.span_id
+
+
+# -- the run of an agent ---------------------------------------------------------------------------
+
+
+def save_then_answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """A model that saves a fact through the memory tool, then answers."""
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts):
+        return ModelResponse(parts=[TextPart("Noted.")])
+    return ModelResponse(
+        parts=[ToolCallPart("save_memory", {"key": "tea", "value": SECRET}, tool_call_id="c1")]
+    )
+
+
+def check_run(exporter: InMemorySpanExporter, framework: str) -> None:
+    run = only(exporter, "run")
+    a = attrs(run)
+    assert a[P + "run.framework"] == framework
+    assert a[P + "namespace"] == "default"
+    assert a[P + "conversation"] == "default:ann:c1"
+    assert a[P + "store"] == "memory"
+    assert a["gen_ai.conversation.id"] == "c1"
+    assert a[P + "run.messages"] == 4  # the prompt, the tool call, its result, the answer
+    assert a[P + "run.tokens"] > 0
+    assert run.status.status_code is not StatusCode.ERROR
+    run_id = a[P + "run.id"]
+    window, tool = only(exporter, "window"), only(exporter, "tool")
+    appends = spans(exporter, "append")  # one per run, or one per step (LangChain middleware)
+    for child in (window, tool, *appends):  # the run's span is the parent of its operations
+        assert parent_id(child) == run.context.span_id
+        assert child.context.trace_id == run.context.trace_id
+        assert attrs(child)[P + "run.id"] == run_id
+        assert attrs(child)[P + "store"] == "memory"
+    assert attrs(window)[P + "window.messages"] == 0  # a new conversation
+    assert sum(attrs(s)[P + "append.messages"] for s in appends) == 4
+    assert sum(attrs(s)[P + "append.tokens"] for s in appends) == a[P + "run.tokens"]
+    assert attrs(appends[0])[P + "append.first_seq"] == 1
+    assert attrs(tool)["gen_ai.tool.name"] == "save_memory"
+    assert attrs(tool)["gen_ai.operation.name"] == "execute_tool"
+
+
+def test_a_pydantic_ai_run_has_a_span_with_its_window_tool_and_append(
+    memory: Memory, exporter: InMemorySpanExporter
+) -> None:
+    agent = memory.wrap(Agent(FunctionModel(save_then_answer)))
+    with memory.session(user_id="ann", conversation_id="c1"):
+        assert agent.run_sync("Remember my tea").output == "Noted."
+    check_run(exporter, "pydantic-ai")
+    with memory.session(user_id="ann"):  # the tool saved the fact
+        assert memory.facts.get("tea") is not None
+    no_content(exporter)
+
+
+def test_a_langchain_run_has_a_span_with_its_window_tool_and_append(
+    memory: Memory, exporter: InMemorySpanExporter
+) -> None:
+    model = ScriptedChatModel([call_tool("save_memory", key="tea", value=SECRET), "Noted."])
+    agent: Any = create_agent(model, middleware=[MemoryMiddleware(memory)])  # typed loosely
+    config = {"configurable": {"thread_id": "c1", "user_id": "ann"}}
+    agent.invoke({"messages": [("user", "Remember my tea")]}, config)
+    check_run(exporter, "langchain")
+    no_content(exporter)
+
+
+def test_a_failed_run_has_an_error_status(memory: Memory, exporter: InMemorySpanExporter) -> None:
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise RuntimeError("the model is down")
+
+    agent = memory.wrap(Agent(FunctionModel(broken)))
+    with memory.session(user_id="ann", conversation_id="c1"), pytest.raises(RuntimeError):
+        agent.run_sync("hello")
+    run = only(exporter, "run")
+    assert run.status.status_code is StatusCode.ERROR
+    assert attrs(run)["error.type"] == "RuntimeError"
+
+
+# -- operations outside a run ----------------------------------------------------------------------
+
+
+def test_window_append_and_search_spans(memory: Memory, exporter: InMemorySpanExporter) -> None:
+    with memory.session(user_id="ann", conversation_id="c1"):
+        memory.conversation.append([Message.user(SECRET), Message.assistant("ok")])
+        window = memory.conversation.window(max_tokens=1000)
+        memory.facts.put("tea", SECRET)
+        memory.facts.put("coffee", "none")
+        found = memory.facts.search("tea", limit=3)
+    append = attrs(only(exporter, "append"))
+    assert append[P + "append.messages"] == 2
+    assert append[P + "append.last_seq"] == 2
+    assert append[P + "append.duplicate"] is False
+    assert append[P + "conversation"] == "default:ann:c1"
+    w = attrs(only(exporter, "window"))
+    assert w[P + "window.messages"] == 2
+    assert w[P + "window.tokens"] == window.tokens
+    assert w[P + "window.max_tokens"] == 1000
+    s = attrs(only(exporter, "search"))
+    assert s[P + "search.mode"] == "keyword"
+    assert s[P + "search.limit"] == 3
+    assert s[P + "search.results"] == len(found) == 1
+    for span in spans(exporter):  # outside a run: roots
+        assert span.parent is None
+        assert P + "run.id" not in attrs(span)
+    no_content(exporter)
+
+
+def test_async_operations_have_spans(memory: Memory, exporter: InMemorySpanExporter) -> None:
+    import asyncio
+
+    async def go() -> None:
+        with memory.session(user_id="ann", conversation_id="c1"):
+            await memory.conversation.aappend([Message.user("hi")])
+            await memory.conversation.awindow()
+            await memory.facts.asearch("tea")
+            await memory.tools.acall("recall_memory", {"key": "tea"})
+
+    asyncio.run(go())
+    assert [s.name for s in spans(exporter)] == [
+        P + "append",
+        P + "window",
+        P + "search",
+        P + "tool",
+    ]
+
+
+def test_a_search_by_a_tool_is_a_child_of_the_tool(
+    memory: Memory, exporter: InMemorySpanExporter
+) -> None:
+    with memory.session(user_id="ann"):
+        memory.tools.call("search_memory", {"query": "tea", "limit": 2})
+    tool, search = only(exporter, "tool"), only(exporter, "search")
+    assert parent_id(search) == tool.context.span_id
+    assert attrs(search)[P + "search.limit"] == 2
+    assert attrs(tool)[P + "tool.name"] == "search_memory"
+
+
+def test_failed_operations_have_an_error_status(
+    memory: Memory, exporter: InMemorySpanExporter
+) -> None:
+    with memory.session(user_id="ann", conversation_id="c1"):
+        memory.conversation.append([Message.user("a")])
+        with pytest.raises(AppendConflict):  # raised by the store, under the span
+            memory.conversation.append([Message.user("b")], expected_last_seq=0)
+        with pytest.raises(ToolArgumentError):
+            memory.tools.call("save_memory", {"key": "k"})
+    failed = [s for s in spans(exporter) if s.status.status_code is StatusCode.ERROR]
+    assert [(s.name, attrs(s)["error.type"]) for s in failed] == [
+        (P + "append", "AppendConflict"),
+        (P + "tool", "ToolArgumentError"),
+    ]
+
+
+# -- content ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_content_only_when_asked(
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+    how: str,
+) -> None:
+    if how == "environment":
+        monkeypatch.setenv("MEMORY_ADAPTERS_OTEL_CONTENT", "1")
+        memory = traced_memory(provider)
+    else:
+        memory = traced_memory(provider, telemetry_content=True)
+    with memory, memory.session(user_id="ann", conversation_id="c1"):
+        memory.conversation.append([Message.user(f"my tea is {SECRET}")])
+        memory.conversation.window()
+        memory.tools.call("save_memory", {"key": "tea", "value": SECRET})
+        memory.facts.search("tea")
+    assert SECRET in attrs(only(exporter, "append"))[P + "append.content"]
+    assert SECRET in attrs(only(exporter, "window"))[P + "window.content"]
+    tool = attrs(only(exporter, "tool"))
+    assert SECRET in tool[P + "tool.arguments"]
+    search = attrs(only(exporter, "search"))
+    assert search[P + "search.query"] == "tea"
+    assert SECRET in search[P + "search.facts"]
+
+
+# -- cost and activation ---------------------------------------------------------------------------
+
+
+def test_no_hooks_without_a_tracer_provider() -> None:
+    """With no tracer provider configured (the tests configure none globally), the built-in
+    plugin adds no hook: memory does no telemetry work at all."""
+    assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    assert memory_adapters_otel.memory_adapters_plugins() == []
+    with Memory("memory://", embed=False) as memory:
+        assert not memory.hooks.observes_operations
+        assert "run_started" not in memory.pm.implemented
+
+
+def test_the_built_in_plugin_traces_with_the_global_provider(
+    provider: TracerProvider, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    with Memory("memory://", embed=False) as memory:
+        assert memory.hooks.observes_operations
+        assert "otel.1" in {p["name"] for p in memory.pm.describe()}
+        with memory.session(user_id="ann", conversation_id="c1"):
+            memory.conversation.append([Message.user("hi")])
+    assert len(spans(exporter, "append")) == 1

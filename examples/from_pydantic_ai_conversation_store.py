@@ -66,9 +66,9 @@ async def main(url: str) -> None:
     print("copied:", await copy_conversations(old_store, new_store) or "nothing new")
 
     # After: the same code, on the new store.
-    conversation = await new_store.load("ada-1")
-    assert conversation is not None
-    result = await agent.run("What did I tell you?", conversation=conversation)
+    moved = await new_store.load("ada-1")
+    assert moved is not None
+    result = await agent.run("What did I tell you?", conversation=moved)
     await new_store.save(result)
     print("model:", result.output)
 

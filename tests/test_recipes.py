@@ -72,6 +72,7 @@ def test_copy_from_postgres_chat_message_history(
     assert copied == [len(CONVERSATION), 0]
     back = from_messages([r.message for r in records])
     assert [(type(m), m.text) for m in back] == [(type(m), m.text) for m in CONVERSATION]
+    assert isinstance(back[2], AIMessage)
     assert back[2].tool_calls[0]["args"] == {"key": "tea", "value": "oolong"}
     # one batch per turn: the system message, then each turn from its human message
     assert sorted({r.batch for r in records}) == [1, 2, 6]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import memory_adapters
 from memory_adapters import Memory, StoreUnavailable
@@ -51,7 +52,7 @@ def motor() -> str:
     from memory_adapters_mongo import open_store
 
     async def write() -> None:
-        client = motor_asyncio.AsyncIOMotorClient(
+        client: Any = motor_asyncio.AsyncIOMotorClient(
             f"mongodb://{NOBODY}", serverSelectionTimeoutMS=300
         )
         memory = Memory(store=open_store(f"mongodb://{NOBODY}/db", async_client=client))

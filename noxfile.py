@@ -95,9 +95,16 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Regenerate docs/hooks.md from the hook spec."""
-    session.install("-e", ".")
+    """Regenerate docs/hooks.md from the hook spec, then build the site into site/ as CI does
+    (``mkdocs build --strict``; the API reference is generated during the build). ``nox -s docs
+    -- serve`` serves it on localhost instead."""
+    session.install("-e", ".[docs]")
     session.run("python", "-m", "memory_adapters.docgen")
+    session.env["NO_MKDOCS_2_WARNING"] = "1"
+    if session.posargs[:1] == ["serve"]:
+        session.run("mkdocs", "serve", *session.posargs[1:])
+    else:
+        session.run("mkdocs", "build", "--strict", *session.posargs)
 
 
 @nox.session

@@ -15,6 +15,14 @@ itself, word for word, in the checkout, as a new user would.
 
 ``--reuse ".=/path/venv"`` uses an environment already made with exactly that install (CI's
 core one). Only the standard library is used, so any Python 3.11+ can run this.
+
+``--wheel dist/memory_adapters-X-py3-none-any.whl`` installs the built wheel instead of the
+checkout: ``"<wheel>[extras]"`` for ``".[extras]"`` (the README's first command is still run
+word for word in the checkout), after checking the wheel holds the core, every built-in
+plugin, their ``py.typed`` and entry points. Then the environments are the release's install
+jobs: one more, ``SMOKE_TARGET``, holds the extras no example uses and runs
+``.ci/smoke_extras.py`` there, and every extra of ``pyproject.toml`` (but the tool ones,
+``TOOL_EXTRAS``) must be installed from the wheel in some environment that uses it.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +55,12 @@ EXTRA_MODULES = {
 
 NEVER = ["pytest", "hypothesis"]
 """Test tools: no example, and no runtime helper, may need them."""
+
+SMOKE_TARGET = ".[embeddings,mongo,motor,offline,postgres]"
+"""The extras no example installs from the wheel, used by ``.ci/smoke_extras.py``."""
+
+TOOL_EXTRAS = {"all", "bench", "dev", "docs"}
+"""Extras for developers (installed from the checkout in CI's dev environment) or unions."""
 
 RUNTIME_HELPERS = [
     "memory_adapters.testing",
@@ -108,9 +124,38 @@ def _run(
     return result
 
 
-def make_env(target: str, venv: Path, first_command: str) -> None:
-    """A fresh environment holding ``pip install target`` from the checkout; for the README's
-    target, made by running the README's first command itself, in the checkout."""
+def check_wheel(wheel: Path) -> None:
+    """The wheel holds the core, every built-in plugin package with its ``py.typed``, and the
+    entry points of the plugins and the command."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(
+            archive.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt")
+        )
+    packages = {"memory_adapters": ROOT}  # each package, and the folder it is found in
+    packages.update(
+        (p.parent.name, ROOT / "plugins") for p in (ROOT / "plugins").glob("*/__init__.py")
+    )
+    for package, root in sorted(packages.items()):
+        sources = {p.relative_to(root).as_posix() for p in (root / package).rglob("*.py")}
+        if missing := sorted((sources | {f"{package}/py.typed"}) - names):
+            raise SystemExit(f"{wheel.name} lacks {missing}")
+        if package != "memory_adapters" and f"= {package}\n" not in entry_points + "\n":
+            raise SystemExit(f"{wheel.name} has no entry point for {package}")
+    if "memory-adapters = memory_adapters.cli:main" not in entry_points:
+        raise SystemExit(f"{wheel.name} has no memory-adapters command")
+    print(f"   {wheel.name}: {len(packages)} packages, py.typed and entry points")
+
+
+def pip_target(target: str, wheel: Path | None) -> str:
+    """What ``pip install`` is given for ``target``: the checkout's, or the wheel's."""
+    return target if wheel is None else f"{wheel}{target[1:]}"
+
+
+def make_env(target: str, venv: Path, first_command: str, wheel: Path | None = None) -> None:
+    """A fresh environment holding ``pip install target`` from the checkout (from ``wheel``
+    when given); for the README's target, made by running the README's first command itself,
+    in the checkout."""
     _run([sys.executable, "-m", "venv", str(venv)])
     env = {**_env(), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     env["VIRTUAL_ENV"] = str(venv)
@@ -122,8 +167,13 @@ def make_env(target: str, venv: Path, first_command: str) -> None:
             if made.name.startswith("memory_adapters_demo.db"):  # the demo's default store
                 made.unlink()
         return
-    print(f'   $ pip install "{target}"')
-    _run([str(venv / "bin" / "pip"), "install", "--quiet", target], cwd=ROOT, env=env)
+    print(f'   $ pip install "{pip_target(target, wheel)}"')
+    cwd = ROOT if wheel is None else Path(tempfile.gettempdir())  # the wheel, not the checkout
+    _run(
+        [str(venv / "bin" / "pip"), "install", "--quiet", pip_target(target, wheel)],
+        cwd=cwd,
+        env=env,
+    )
 
 
 def check_env(target: str, python: Path) -> None:
@@ -165,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reuse", action="append", default=[], metavar="TARGET=VENV", help="a ready environment"
     )
+    parser.add_argument("--wheel", type=Path, help="install this built wheel, not the checkout")
     args = parser.parse_args(argv)
     groups = plan()
     if args.plan:
@@ -176,6 +227,22 @@ def main(argv: list[str] | None = None) -> int:
     first = readme_first_command()
     if not any(first.startswith(f'pip install "{t}" && ') for t in groups):
         raise SystemExit(f"the README's first command installs no example's target: {first}")
+    wheel = args.wheel.resolve() if args.wheel else None
+    if wheel is not None:
+        check_wheel(wheel)
+        groups.setdefault(SMOKE_TARGET, [])
+        declared = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+        wanted = set(declared["optional-dependencies"]) - TOOL_EXTRAS
+        # the README's environment is made in the checkout: it does not count
+        used = {
+            e
+            for target, names in groups.items()
+            if (names or target == SMOKE_TARGET)
+            and not first.startswith(f'pip install "{target}" && ')
+            for e in extras(target)
+        }
+        if missing := sorted(wanted - used):
+            raise SystemExit(f"extras no wheel-installed environment uses: {missing}")
     ran = 0
     for i, (target, examples) in enumerate(groups.items()):
         print(f'-- pip install "{target}": {", ".join(examples)}')
@@ -186,10 +253,17 @@ def main(argv: list[str] | None = None) -> int:
         else:
             if venv.exists():
                 shutil.rmtree(venv)
-            make_env(target, venv, first)
+            make_env(target, venv, first, wheel)
         python = venv / "bin" / "python"
         check_env(target, python)
         print(f"   environment ready in {time.monotonic() - started:.0f} s")
+        if target == SMOKE_TARGET and wheel is not None:
+            smoke = [
+                str(python),
+                str(ROOT / ".ci" / "smoke_extras.py"),
+                *sorted(extras(target) - {"offline"}),
+            ]
+            print(_run(smoke, cwd=tempfile.gettempdir(), env=_env()).stdout.rstrip())
         for name in examples:
             print(f"   {name}: ran twice in {run_example(name, python):.1f} s")
             ran += 1

@@ -1,16 +1,23 @@
-"""Generates ``docs/hooks.md``, the hook reference, from :mod:`memory_adapters.hookspecs`.
+"""Generates the docs that must follow the code: ``docs/hooks.md``, the hook reference, from
+:mod:`memory_adapters.hookspecs`, and the API reference pages of the documentation site.
 
-``python -m memory_adapters.docgen`` rewrites the page; ``--check`` fails if it is stale
-(the test suite runs the check).
+``python -m memory_adapters.docgen`` rewrites the hook reference; ``--check`` fails if it is
+stale (the test suite runs the check). The API reference pages are not files in ``docs/``: the
+site's build (``mkdocs_hooks.py``) asks :func:`reference_pages` for them, one page per public
+module (the core and each built-in plugin) listing the names of the module's ``__all__``, so a
+new public name or a new built-in plugin appears in the reference without editing any page.
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import inspect
 import sys
 from pathlib import Path
 
 from . import hookspecs
+from .plugins import BUILTIN_PLUGINS
 
 SECTIONS = (
     (
@@ -74,6 +81,83 @@ def render() -> str:
                 lines += ["*firstresult*: the first non-`None` answer wins.", ""]
             lines += [inspect.cleandoc(fn.__doc__ or ""), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+REFERENCE_DIR = "reference"
+"""Where the API reference pages go in the site."""
+
+
+def reference_modules() -> list[str]:
+    """The modules the API reference documents: the core package, then each built-in plugin."""
+    return ["memory_adapters", *BUILTIN_PLUGINS.values()]
+
+
+def public_names(module: str) -> list[str]:
+    """A module's ``__all__``, read from its source without importing it (a plugin's extra
+    need not be installed to document it)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise RuntimeError(f"cannot find the source of {module}")
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+                names = ast.literal_eval(node.value) if node.value is not None else None
+                if isinstance(names, list | tuple) and all(isinstance(n, str) for n in names):
+                    return list(names)
+    raise RuntimeError(f"{module} has no literal __all__")
+
+
+def reference_page(module: str) -> str:
+    """The Markdown of one module's reference page: mkdocstrings renders the module's
+    docstring and every name of its ``__all__``, in that order."""
+    names = public_names(module)
+    lines = [
+        f"# `{module}`",
+        "",
+        "<!-- Generated at build time by memory_adapters.docgen.reference_page. -->",
+        "",
+        f"::: {module}",
+        "    options:",
+        "      show_root_heading: false",
+        "      members:",
+        *(f"        - {name}" for name in names),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def reference_index() -> str:
+    """The Markdown of the API reference's front page: one link per module."""
+    lines = [
+        "# API reference",
+        "",
+        "<!-- Generated at build time by memory_adapters.docgen.reference_index. -->",
+        "",
+        "Generated from the docstrings: every name a module exports (its `__all__`). The core"
+        " is `memory_adapters`; each built-in plugin is a package of its own, shipped in the"
+        " same distribution. `memory_adapters.pydantic_ai` and `memory_adapters.langchain`"
+        " re-export the names of the `memory_adapters_pydantic_ai` and"
+        " `memory_adapters_langchain` plugins. The hooks are in the"
+        " [hook reference](../hooks.md).",
+        "",
+        "| Module | Public names |",
+        "|---|---|",
+    ]
+    for module in reference_modules():
+        names = ", ".join(f"`{n}`" for n in public_names(module))
+        lines.append(f"| [`{module}`]({module}.md) | {names} |")
+    return "\n".join(lines) + "\n"
+
+
+def reference_pages() -> dict[str, str]:
+    """Every API reference page, by its path in the site's docs (``reference/<module>.md``),
+    the index first."""
+    pages = {f"{REFERENCE_DIR}/index.md": reference_index()}
+    for module in reference_modules():
+        pages[f"{REFERENCE_DIR}/{module}.md"] = reference_page(module)
+    return pages
 
 
 def main(argv: list[str] | None = None) -> int:

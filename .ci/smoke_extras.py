@@ -1,0 +1,96 @@
+"""CI: use each extra no example uses, in an environment holding the built wheel.
+
+    python .ci/smoke_extras.py postgres mongo motor embeddings
+
+Run by ``.ci/run_examples.py`` in the wheel-installed environment of those extras, offline and
+with no server: each store plugin loads its driver and opens a store (PostgreSQL and MongoDB
+on an address where nothing listens, so the driver itself must answer ``StoreUnavailable``,
+not ``MissingExtra``), and the ``embeddings`` extra's offline model finds a fact by meaning.
+Only the standard library and the wheel's packages are used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import memory_adapters
+from memory_adapters import Memory, StoreUnavailable
+
+NOBODY = "127.0.0.1:9"
+"""The discard port: nothing listens there, so a connection fails at once."""
+
+
+def refused(url: str, **options: object) -> str:
+    """Open ``url`` and write to it; the store must say it is unavailable."""
+    try:
+        memory = Memory(url, store_options=options)
+        with memory.session(user_id="u", conversation_id="c"):
+            memory.facts.put("k", "v")
+    except StoreUnavailable as exc:
+        return f"StoreUnavailable: {str(exc).splitlines()[0][:100]}"
+    raise AssertionError(f"{url} should be unavailable")
+
+
+def postgres() -> str:
+    import psycopg  # noqa: F401  the extra's driver
+    from memory_adapters_postgres import PostgresStore  # noqa: F401
+
+    return refused(f"postgresql://u@{NOBODY}/db?connect_timeout=2")
+
+
+def mongo() -> str:
+    from memory_adapters_mongo import MongoStore  # noqa: F401
+
+    return refused(f"mongodb://{NOBODY}/db?serverSelectionTimeoutMS=300")
+
+
+def motor() -> str:
+    import motor.motor_asyncio as motor_asyncio
+    from memory_adapters_mongo import open_store
+
+    async def write() -> None:
+        client: Any = motor_asyncio.AsyncIOMotorClient(
+            f"mongodb://{NOBODY}", serverSelectionTimeoutMS=300
+        )
+        memory = Memory(store=open_store(f"mongodb://{NOBODY}/db", async_client=client))
+        async with memory.session(user_id="u", conversation_id="c"):
+            await memory.facts.aput("k", "v")
+
+    try:
+        asyncio.run(write())
+    except StoreUnavailable as exc:
+        return f"StoreUnavailable through Motor: {str(exc).splitlines()[0][:80]}"
+    raise AssertionError("Motor should find no server")
+
+
+def embeddings() -> str:
+    memory = Memory("memory://")
+    assert memory.embedder is not None, "the embeddings extra's default embedder"
+    with memory.session(user_id="u", conversation_id="c"):
+        memory.facts.put("favourite_tea", "my favourite tea is oolong")
+        memory.facts.put("car", "I drive a blue bicycle to work")
+        found = memory.facts.search("Which drink do I prefer?", mode="semantic")
+    assert found and found[0].key == "favourite_tea", found
+    return f"found by meaning: {found[0].value!r}"
+
+
+SMOKES: dict[str, Callable[[], str]] = {
+    "postgres": postgres,
+    "mongo": mongo,
+    "motor": motor,
+    "embeddings": embeddings,
+}
+
+
+def main(extras: list[str]) -> int:
+    print("memory_adapters from", memory_adapters.__file__)
+    for extra in extras:
+        print(f"{extra}: {SMOKES[extra]()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -41,6 +41,13 @@ from .facts import Fact, Facts
 from .hookspecs import hookimpl, hookspec
 from .memory import Memory
 from .messages import AppendResult, Message, Record, Summary, ToolCall, ToolResult
+from .operations import (
+    ConversationInfo,
+    EraseReport,
+    FactChange,
+    RetentionReport,
+    Writer,
+)
 from .run import Run
 from .scope import Scope
 from .store import Store
@@ -56,7 +63,10 @@ __all__ = [
     "Conflict",
     "ConflictError",
     "Conversation",
+    "ConversationInfo",
+    "EraseReport",
     "Fact",
+    "FactChange",
     "Facts",
     "HookErrorWarning",
     "InvalidId",
@@ -77,6 +87,7 @@ __all__ = [
     "PluginError",
     "PluginWarning",
     "Record",
+    "RetentionReport",
     "Run",
     "Scope",
     "Store",
@@ -94,6 +105,7 @@ __all__ = [
     "VersionConflict",
     "Window",
     "WorkingMemory",
+    "Writer",
     "hookimpl",
     "hookspec",
 ]

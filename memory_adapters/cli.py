@@ -633,6 +633,8 @@ def show(
         out = _out()
         out.rule(Text(f"{key}  ({end} messages)"))
         for r in _records(store, key, start, end):
+            if r.batch == r.seq and r.seq != start:
+                out.print()  # a blank line between turns
             out.print(_render(r))
 
 
@@ -656,6 +658,8 @@ class RichProgress:
 
     def begin(self, what: str, total: int | None) -> None:
         """A bar for ``what`` (``"messages"``, ``"facts"``), out of ``total`` if known."""
+        if not self.tasks:  # the bars show from the first one on (not for a file read in vain)
+            self.bars.start()
         if what in self.tasks:
             self.bars.update(self.tasks[what], total=total)
         else:
@@ -673,10 +677,11 @@ class RichProgress:
             self.bars.update(task.id, total=task.completed)
 
     def __enter__(self) -> RichProgress:
-        self.bars.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if not self.tasks:
+            return
         if exc[0] is None:
             self.finish()
         self.bars.stop()
@@ -742,6 +747,8 @@ def import_(ctx: click.Context, source: str, as_json: bool) -> None:
 
 def _report(runtime: Runtime, verb: str, counts: Any, as_json: bool) -> None:
     data = asdict(counts)
+    if verb == "exported":  # what an import found already there
+        data = {k: v for k, v in data.items() if not k.startswith("skipped_")}
     if as_json:
         click.echo(json.dumps(data), err=True)
     else:

@@ -30,10 +30,11 @@ from dataclasses import asdict, dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
-from .errors import AppendConflict, ConflictError, InvalidInput, Unsupported
+from .errors import AppendConflict, ConflictError, InvalidInput
 from .facts import Fact
 from .messages import Entry, Message, Record
 from .steps import Plan, StoreCall, drive_async, drive_sync
+from .store import Store
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -133,6 +134,7 @@ def _export_plan(
     default_namespace: str,
     user_id: str | None,
     progress: Progress | None,
+    with_history: bool,
 ) -> Plan[TransferCounts]:
     counts = TransferCounts()
     # First pass: how many messages (for the progress bar), and which namespaces hold
@@ -196,10 +198,12 @@ def _export_plan(
             before = (page[-1].last_activity, page[-1].key)
         fact_scopes: list[str] = yield from _fact_scopes(ns, user_id)
         for scope in fact_scopes:
-            yield from _export_facts(out, ns, scope, counts, progress)
+            yield from _export_facts(out, ns, scope, counts, progress, with_history)
         working: list[str] = yield from _working_scopes(ns, user_id)
         for scope in working:
-            yield from _export_facts(out, ns + WORKING_SUFFIX, scope, counts, progress)
+            yield from _export_facts(
+                out, ns + WORKING_SUFFIX, scope, counts, progress, with_history
+            )
     return counts
 
 
@@ -264,14 +268,18 @@ def _write_batch(
 
 
 def _export_facts(
-    out: IO[str], namespace: str, scope: str, counts: TransferCounts, progress: Progress | None
+    out: IO[str],
+    namespace: str,
+    scope: str,
+    counts: TransferCounts,
+    progress: Progress | None,
+    with_history: bool,
 ) -> Plan[None]:
     facts: list[Fact] = yield StoreCall("list_facts", (namespace, scope))
     for fact in facts:
-        try:
-            history: list[Any] = yield StoreCall("fact_history", (namespace, scope, fact.key))
-        except Unsupported:
-            history = []
+        history: list[Any] = []
+        if with_history:
+            history = yield StoreCall("fact_history", (namespace, scope, fact.key))
         out.write(
             _line(
                 "fact",
@@ -336,7 +344,9 @@ def _export(
         Scope(namespace=ns, user_id=user_id)  # validates both: the same errors as a session
     if user_id is not None:
         Scope(user_id=user_id)
-    return _export_plan(out, names, memory.namespace, user_id, progress)
+    # A store without history (the contract's default method) exports facts without it.
+    with_history = type(memory.store).fact_history is not Store.fact_history
+    return _export_plan(out, names, memory.namespace, user_id, progress, with_history)
 
 
 # -- import ---------------------------------------------------------------------------------
@@ -357,13 +367,16 @@ def _bad(lineno: int, why: str) -> InvalidInput:
 
 
 def _import_plan(
-    lines: Iterable[str], max_bytes: int, progress: Progress | None
+    lines: Iterable[str], max_bytes: int, progress: Progress | None, at: list[int]
 ) -> Plan[TransferCounts]:
+    """The import; ``at[0]`` follows the number of the line being imported (a store's error
+    leaves the plan from the driver, and is then told with the line's number)."""
     from . import FactChange, Writer  # the store contract's history types
 
     counts = TransferCounts()
     header_seen = False
     for lineno, line in enumerate(lines, start=1):
+        at[0] = lineno
         if not line.strip():
             continue
         try:
@@ -425,13 +438,6 @@ def _import_plan(
             raise _bad(lineno, f"a {kind} line without a valid {exc}") from None
         except InvalidInput as exc:
             raise _bad(lineno, str(exc)) from None
-        except AppendConflict as exc:
-            raise ConflictError(
-                f"line {lineno} of the export: conversation {exc.conversation!r} ends at seq "
-                f"{exc.actual} in the store, not at {exc.expected} as in the export: the store "
-                "holds other messages there (import into a store without that conversation, "
-                "or erase it there first); nothing of this batch was written"
-            ) from None
     if not header_seen:
         raise InvalidInput(f"an empty file is not a {FORMAT} file")
     return counts
@@ -474,13 +480,30 @@ def import_jsonl(
     store held already. Raises :class:`~memory_adapters.errors.InvalidInput` naming the line
     of a malformed file, :class:`~memory_adapters.errors.AppendConflict` when the store holds
     other messages in a conversation of the file."""
-    plan = _import_plan(inp, memory.max_turn_bytes, progress)
-    return drive_sync(plan, memory.store, memory.hooks)
+    at = [0]
+    plan = _import_plan(inp, memory.max_turn_bytes, progress, at)
+    try:
+        return drive_sync(plan, memory.store, memory.hooks)
+    except AppendConflict as exc:
+        raise _conflict(at[0], exc) from None
 
 
 async def aimport_jsonl(
     memory: Memory, inp: Iterable[str], progress: Progress | None = None
 ) -> TransferCounts:
     """Async :func:`import_jsonl` (``inp`` is read synchronously)."""
-    plan = _import_plan(inp, memory.max_turn_bytes, progress)
-    return await drive_async(plan, memory.store, memory.hooks)
+    at = [0]
+    plan = _import_plan(inp, memory.max_turn_bytes, progress, at)
+    try:
+        return await drive_async(plan, memory.store, memory.hooks)
+    except AppendConflict as exc:
+        raise _conflict(at[0], exc) from None
+
+
+def _conflict(lineno: int, exc: AppendConflict) -> ConflictError:
+    return ConflictError(
+        f"line {lineno} of the export: conversation {exc.conversation!r} ends at seq "
+        f"{exc.actual} in the store, not at {exc.expected} as in the export: the store holds "
+        "other messages there (import into a store without that conversation, or erase it "
+        "there first); nothing of this batch was written"
+    )

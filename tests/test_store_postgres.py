@@ -36,6 +36,27 @@ def _drop(url: str, schema: str) -> None:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
+def dump(store: PostgresStore) -> dict[str, list[str]]:
+    """Every row of every table in the store's schema (the conformance kit's
+    ``store_dump``), but the schema version."""
+    out: dict[str, list[str]] = {}
+    with store.pool.connection() as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'p') "
+                "AND c.relname <> 'schema_version'",
+                (store.schema,),
+            )
+        ]
+        assert {"conversations", "messages", "facts", "fact_vectors", "fact_history"} <= set(tables)
+        for table in tables:
+            rows = conn.execute(f'SELECT * FROM "{store.schema}"."{table}"').fetchall()
+            out[table] = sorted(repr(r) for r in rows)
+    return out
+
+
 class TestPostgresStore(StoreConformance, MultiProcessConformance):
     """The conformance kit; every test gets its own schema on the shared server."""
 
@@ -54,6 +75,10 @@ class TestPostgresStore(StoreConformance, MultiProcessConformance):
     @pytest.fixture
     def store_factory(self, postgres_url: str, schema: str) -> Callable[[], Store]:
         return functools.partial(PostgresStore, postgres_url, schema=schema)
+
+    @pytest.fixture
+    def store_dump(self, store: PostgresStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
 
 
 class TestPostgresStoreFromPool(StoreConformance):
@@ -306,6 +331,10 @@ class TestPostgresStorePgvector(StoreConformance):
         yield s
         s.close()
         _drop(pgvector_url, schema)
+
+    @pytest.fixture
+    def store_dump(self, store: PostgresStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
 
 
 def _unit(rng: random.Random, dims: int) -> list[float]:
@@ -572,7 +601,7 @@ def test_a_database_at_the_previous_schema_version_is_migrated(
             )
         store = PostgresStore(url, schema=schema)
         try:
-            assert store.check() == SCHEMA_VERSION == 3
+            assert store.check() == SCHEMA_VERSION == 4
             (old,) = store.facts_to_embed("ns", "s", "m")
             assert (old.key, old.value, old.version) == ("old", "tea", 3)
             assert store.set_fact_embedding(

@@ -21,6 +21,34 @@ from memory_adapters.embedders import Embedding
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
 
+TABLES = (
+    "ma_conversations",
+    "ma_messages",
+    "ma_summaries",
+    "ma_facts",
+    "ma_fact_vectors",
+    "ma_fact_history",
+)
+
+
+def dump(store: SQLiteStore) -> dict[str, list[str]]:
+    """Every row of every table of the store (the conformance kit's ``store_dump``); the
+    full-text index through its own table (its shadow tables are FTS5's business)."""
+    out: dict[str, list[str]] = {}
+    with store._connection() as db:
+        names = {
+            r[0]
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ma%'"
+            )
+        }
+        assert set(TABLES) <= names, "a table the dump does not know"
+        for table in (*TABLES, "ma_facts_fts"):
+            columns = "rowid, owner, text" if table == "ma_facts_fts" else "*"
+            rows = db.execute(f"SELECT {columns} FROM {table}").fetchall()
+            out[table] = sorted(repr(r) for r in rows)
+    return out
+
 
 class TestSQLiteStore(StoreConformance, MultiProcessConformance):
     @pytest.fixture
@@ -28,6 +56,10 @@ class TestSQLiteStore(StoreConformance, MultiProcessConformance):
         s = SQLiteStore(tmp_path / "memory.db")
         yield s
         s.close()
+
+    @pytest.fixture
+    def store_dump(self, store: SQLiteStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
 
     @pytest.fixture
     def store_factory(self, tmp_path: Path) -> Callable[[], Store]:
@@ -40,6 +72,10 @@ class TestSQLiteInMemoryDatabase(StoreConformance):
     @pytest.fixture
     def store(self) -> SQLiteStore:
         return SQLiteStore(":memory:")
+
+    @pytest.fixture
+    def store_dump(self, store: SQLiteStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
 
 
 def test_memory_survives_a_restart(tmp_path: Path) -> None:

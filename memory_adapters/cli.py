@@ -351,7 +351,8 @@ def _doctor_checks(runtime: Runtime) -> list[Check]:
         if embedder is None:
             checks.append(Check("embedder", False, "none: keyword search only", required=False))
         else:
-            checks.append(Check("embedder", True, f"{type(embedder).__name__} {embedder.name!r}"))
+            found = f"{type(embedder).__name__} {embedder.name!r}"
+            checks.append(Check("embedder", True, found, required=False))
     return checks
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -22,7 +23,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from stores import STORES, open_memory
 
-from memory_adapters import Memory, Message, ToolCall, ToolResult, transfer
+from memory_adapters import Fact, Memory, Message, ToolCall, ToolResult, transfer
 from memory_adapters.cli import Runtime, app
 from memory_adapters.messages import Entry
 from memory_adapters.store import Store
@@ -172,15 +173,40 @@ def test_doctor(memory: Memory) -> None:
     assert len(text.splitlines()) == len(names) and "store:" in text
 
 
+def test_doctor_fails_on_a_store_it_cannot_open(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'no-such-dir' / 'm.db'}"
+    result = CliRunner().invoke(app, ["--url", url, "doctor", "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["ok"] is False
+    [check] = report["checks"]
+    assert check["name"] == "store" and "StoreUnavailable" in check["detail"]
+    text = CliRunner().invoke(app, ["--url", url, "doctor"])
+    assert text.exit_code == 1 and text.stdout.startswith("FAIL store: cannot open the store")
+
+
 def test_prune_and_retention(memory: Memory) -> None:
     seed(memory, "ann", conversations=1, turns=1)
+    past = time.time() - 60
+    expired = Fact("old", "news", 1, created_at=past - 60, updated_at=past, expires_at=past)
+    assert memory.store.restore_fact("default", "user:ann", expired)
     result = cli(memory, "prune", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"conversations": 0, "facts": 0}
+    # MongoDB's TTL index (emulated by mongomock) may have removed it before prune did
+    pruned = 0 if memory.store.scheme == "mongodb" else 1
+    assert json.loads(result.stdout) in ({"conversations": 0, "facts": pruned},
+                                         {"conversations": 0, "facts": 1})  # fmt: skip
+    assert cli(memory, "prune").stdout == "pruned: 0 conversations, 0 facts\n"
+
     idle = cli(memory, "prune", "--idle-days", "1", "--json")
     assert idle.exit_code == 0, idle.output
     assert json.loads(idle.stdout)["conversations"] == 0  # active a moment ago
     assert memory.store.last_seq("default:ann:c0") == 4
+    # a millionth of a day (86 ms) ago is before the last append, at the next command
+    time.sleep(0.1)
+    gone = cli(memory, "prune", "--idle-days", "0.000001", "--json")
+    assert json.loads(gone.stdout)["conversations"] == 1
+    assert memory.store.last_seq("default:ann:c0") == 0
     assert cli(memory, "prune", "--idle-days", "0").exit_code == 2  # must be > 0
 
 

@@ -14,8 +14,8 @@ Why
     it writes it, and lists conversations a page at a time: what it holds does not depend on
     how much the store holds. The last line per store, ``ratio``, is the peak at the largest
     size over the peak at the smallest, and should be close to 1 (10 would mean the export
-    holds everything). Times are taken under tracemalloc, which slows Python down several
-    times: they are for comparing sizes, not absolute.
+    holds everything). Times are taken without tracemalloc (which slows Python down several
+    times); the CPU time is the steadier figure on a shared machine.
 
 ``--quick`` (the CI smoke run) measures the in-memory store only; the full run adds SQLite.
 Run ``python benchmarks/export.py --help`` for the options.
@@ -106,18 +106,23 @@ def measure(url: str, messages: int, per_conversation: int) -> dict[str, float |
         fill(memory, messages, per_conversation)
         sink = CountingSink()
         gc.collect()
-        tracemalloc.start()
         started = time.perf_counter()
+        cpu = time.process_time()
         counts = transfer.export_jsonl(memory, sink, namespace="bench")  # type: ignore[arg-type]
+        cpu = time.process_time() - cpu
         seconds = time.perf_counter() - started
+        gc.collect()
+        tracemalloc.start()
+        traced = transfer.export_jsonl(memory, CountingSink(), namespace="bench")  # type: ignore[arg-type]
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
-    assert counts.messages == messages, counts
+    assert counts.messages == traced.messages == messages, (counts, traced)
     return {
         "messages": messages,
         "conversations": counts.conversations,
         "peak_kib": round(peak / 1024, 1),
         "seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu, 2),
         "mib_written": round(sink.chars / 2**20, 1),
     }
 
@@ -146,7 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
     print(f"export peak memory (tracemalloc), transfer.PAGE={transfer.PAGE}")
-    print(f"{'store':<8} {'messages':>9} {'convs':>6} {'peak KiB':>10} {'s':>7} {'MiB out':>8}")
+    print(
+        f"{'store':<8} {'messages':>9} {'convs':>6} {'peak KiB':>10} {'wall s':>7} "
+        f"{'cpu s':>6} {'MiB out':>8}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for store in stores:
             peaks = []
@@ -157,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 peaks.append(float(row["peak_kib"]))
                 print(
                     f"{store:<8} {row['messages']:>9,} {row['conversations']:>6} "
-                    f"{row['peak_kib']:>10,.1f} {row['seconds']:>7.2f} {row['mib_written']:>8.1f}",
+                    f"{row['peak_kib']:>10,.1f} {row['seconds']:>7.2f} {row['cpu_seconds']:>6.2f} "
+                    f"{row['mib_written']:>8.1f}",
                     flush=True,
                 )
             ratio = peaks[-1] / peaks[0] if peaks[0] else float("nan")

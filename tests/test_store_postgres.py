@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from memory_adapters import InvalidId, Memory, Message, StoreUnavailable
 from memory_adapters.embedders import Embedding, normalized
 from memory_adapters.errors import InvalidInput, StoreNotReady
+from memory_adapters.messages import Entry
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
 from memory_adapters.testing.conformance import _append_worker, check_log
@@ -641,3 +642,40 @@ def test_native_async_vector_search_on_pgvector(pgvector_url: str, pgvector_sche
             pool.close()
 
     assert asyncio.run(main()) == ["y", "x"]
+
+
+def test_a_version_3_schema_upgrades_with_conversation_activity(postgres_url: str) -> None:
+    """A schema of the previous release (migrations 1 to 3) with a conversation: opening the
+    store records its first and newest message's times on the head row, and appends keep
+    them up to date."""
+    schema = _schema()
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as conn, conn.transaction():
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            conn.execute(f'CREATE TABLE "{schema}".schema_version (version integer NOT NULL)')
+            for version, statements in enumerate(MIGRATIONS[:3], 1):
+                for statement in statements:
+                    conn.execute(statement.replace("{s}", f'"{schema}"'))
+                conn.execute(f'INSERT INTO "{schema}".schema_version VALUES ({version})')
+            conn.execute(
+                f"SELECT * FROM \"{schema}\".append_batch('n:u:c', ARRAY['user'], "
+                'ARRAY[\'{"role": "user"}\'], ARRAY[3], NULL, NULL, NULL, 100.0)'
+            )
+            conn.execute(
+                f"SELECT * FROM \"{schema}\".append_batch('n:u:c', ARRAY['user'], "
+                'ARRAY[\'{"role": "user"}\'], ARRAY[4], NULL, NULL, NULL, 250.0)'
+            )
+        store = PostgresStore(postgres_url, schema=schema)
+        try:
+            assert store.check() == SCHEMA_VERSION
+            (info,) = store.list_conversations("n:")
+            assert (info.user_id, info.messages, info.tokens) == ("u", 2, 7)
+            assert (info.created_at, info.last_activity) == (100.0, 250.0)
+            store.append("n:u:c", [Entry.of(Message.user("now"), 1, 1 << 20)])
+            (info,) = store.list_conversations("n:u:")
+            assert info.messages == 3 and info.created_at == 100.0 and info.last_activity > 250
+            assert store.delete_idle_conversations("n:", 200.0) == 0
+        finally:
+            store.close()
+    finally:
+        _drop(postgres_url, schema)

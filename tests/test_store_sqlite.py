@@ -494,3 +494,32 @@ def test_a_version_1_database_upgrades(tmp_path: Path) -> None:
     assert sqlite3.connect(path).execute("SELECT count(*) FROM ma_fact_vectors").fetchone() == (0,)
     store.close()
     SQLiteStore(path).close()  # a current database is opened as it is
+
+
+def test_a_version_2_database_upgrades_with_conversation_activity(tmp_path: Path) -> None:
+    """Opening a database of the previous release adds the operations columns: existing
+    conversations take the times of their first and newest message, and are listed."""
+    from memory_adapters_sqlite.store import MIGRATIONS, SCHEMA_VERSION, _statements
+
+    path = tmp_path / "v2.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    for script in MIGRATIONS[:2]:
+        for statement in _statements(script):
+            db.execute(statement)
+    db.execute("PRAGMA user_version = 2")
+    db.execute("INSERT INTO ma_conversations (key, last_seq, total_tokens) VALUES ('n:u:c', 2, 7)")
+    for seq, at in ((1, 100.0), (2, 250.0)):
+        db.execute(
+            "INSERT INTO ma_messages (conversation, seq, batch, start_tokens, tokens, role, data, "
+            "created_at) VALUES ('n:u:c', ?, ?, 0, 3, 'user', '{\"role\": \"user\"}', ?)",
+            (seq, seq, at),
+        )
+    db.close()
+    store = SQLiteStore(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    (info,) = store.list_conversations("n:")
+    assert (info.user_id, info.messages, info.tokens) == ("u", 2, 7)
+    assert (info.created_at, info.last_activity) == (100.0, 250.0)
+    assert store.delete_idle_conversations("n:", 200.0) == 0
+    assert store.delete_idle_conversations("n:", 300.0) == 1
+    store.close()

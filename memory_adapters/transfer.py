@@ -24,17 +24,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import IO, TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
-from .errors import AppendConflict, ConflictError, InvalidInput
+from .errors import AppendConflict, ConflictError, InvalidInput, InvalidValue, ValueTooLarge
 from .facts import Fact
 from .messages import Entry, Message, Record
+from .operations import FactChange, Writer
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .store import Store
+from .validation import check_id, check_importance, check_int, describe, dumps
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -371,8 +374,6 @@ def _import_plan(
 ) -> Plan[TransferCounts]:
     """The import; ``at[0]`` follows the number of the line being imported (a store's error
     leaves the plan from the driver, and is then told with the line's number)."""
-    from . import FactChange, Writer  # the store contract's history types
-
     counts = TransferCounts()
     header_seen = False
     for lineno, line in enumerate(lines, start=1):
@@ -409,21 +410,9 @@ def _import_plan(
                 if progress is not None:
                     progress.advance("messages", len(item["messages"]))
             elif kind == "fact":
-                history = [
-                    FactChange(**{**c, "writer": Writer(**c["writer"])})
-                    for c in item.get("history", ())
-                ]
-                fact = Fact(
-                    key=item["key"],
-                    value=item["value"],
-                    version=item["version"],
-                    importance=item.get("importance", 0.0),
-                    created_at=item["created_at"],
-                    updated_at=item["updated_at"],
-                    expires_at=item.get("expires_at"),
-                )
+                namespace, scope, fact, history = _fact_of(item)
                 written: bool = yield StoreCall(
-                    "restore_fact", (item["namespace"], item["scope"], fact), {"history": history}
+                    "restore_fact", (namespace, scope, fact), {"history": history}
                 )
                 if written:
                     counts.facts += 1
@@ -443,22 +432,97 @@ def _import_plan(
     return counts
 
 
+# The store contract takes arguments the core validated: an import validates each line as the
+# core validates what an application writes (the same typed errors), before the store sees it.
+
+
+def _text(value: object, what: str) -> str:
+    """A store key or scope: a non-empty ``str`` without control characters (no length limit:
+    a key is built of several identifiers)."""
+    if not isinstance(value, str) or not value:
+        raise InvalidValue(f"{what} must be a non-empty str, not {describe(value)}")
+    if any(c < " " or c == "\x7f" for c in value):
+        raise InvalidValue(f"{what} must not contain control characters")
+    return value
+
+
+def _time(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidValue(f"{what} must be a finite number (epoch seconds), not {describe(value)}")
+    return float(value)
+
+
+def _optional_id(value: object, what: str) -> str | None:
+    return None if value is None else check_id(value, what)
+
+
+def _change_of(c: object, key: str) -> FactChange:
+    if not isinstance(c, dict):
+        raise InvalidValue(f"a history entry must be an object, not {describe(c)}")
+    op = c["op"]
+    if op not in ("put", "forget"):
+        raise InvalidValue(f"a history entry's op is 'put' or 'forget', not {describe(op)}")
+    if c["key"] != key:
+        raise InvalidValue(f"a history entry of fact {key!r} names another key")
+    value = c.get("value")
+    if op == "put":
+        dumps(value, "a history entry's value")
+    w = c["writer"]
+    if not isinstance(w, dict) or w.get("kind") not in ("application", "model"):
+        raise InvalidValue("a history entry's writer must have kind 'application' or 'model'")
+    writer = Writer(
+        w["kind"],
+        _optional_id(w.get("run_id"), "writer run_id"),
+        _optional_id(w.get("framework"), "writer framework"),
+        _optional_id(w.get("agent"), "writer agent"),
+        _optional_id(w.get("model"), "writer model"),
+    )
+    version = check_int(c["version"], "a history entry's version", minimum=1)
+    return FactChange(key, version, None if op == "forget" else value, op, _time(c["at"], "at"),
+                      writer)  # fmt: skip
+
+
+def _fact_of(item: dict[str, Any]) -> tuple[str, str, Fact, list[FactChange]]:
+    """A ``fact`` line, validated: namespace, scope, the fact, its history."""
+    key = check_id(item["key"], "fact key")
+    value = item["value"]
+    dumps(value, "fact value")
+    expires_at = item.get("expires_at")
+    fact = Fact(
+        key=key,
+        value=value,
+        version=check_int(item["version"], "version", minimum=1),
+        importance=check_importance(item.get("importance", 0.0)),
+        created_at=_time(item["created_at"], "created_at"),
+        updated_at=_time(item["updated_at"], "updated_at"),
+        expires_at=None if expires_at is None else _time(expires_at, "expires_at"),
+    )
+    history = item.get("history") or []
+    if not isinstance(history, list):
+        raise InvalidValue(f"history must be a list, not {describe(history)}")
+    changes = [_change_of(c, key) for c in history]
+    return _text(item["namespace"], "namespace"), _text(item["scope"], "scope"), fact, changes
+
+
 def _import_batch(item: dict[str, Any], max_bytes: int, counts: TransferCounts) -> Plan[None]:
-    key = item["conversation"]
-    first_seq = item["first_seq"]
-    if not isinstance(key, str) or not isinstance(first_seq, int) or first_seq < 1:
-        raise TypeError("'conversation' and 'first_seq'")
+    key = _text(item["conversation"], "conversation")
+    first_seq = check_int(item["first_seq"], "first_seq", minimum=1)
+    run_id = _optional_id(item.get("run_id"), "run_id")
+    messages = item["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise InvalidValue("a batch's messages must be a non-empty list")
     entries = [
-        Entry.of(Message.from_dict(m["message"]), int(m["tokens"]), max_bytes)
-        for m in item["messages"]
+        Entry.of(Message.from_dict(m["message"]), check_int(m["tokens"], "tokens"), max_bytes)
+        for m in messages
     ]
-    if not entries:
-        raise TypeError("'messages'")
+    size = sum(len(e.data) for e in entries)
+    if size > max_bytes:
+        raise ValueTooLarge(f"the batch is about {size} bytes; the limit is {max_bytes}")
     result: Any = yield StoreCall(
         "append",
         (key, entries),
         {
-            "run_id": item.get("run_id"),
+            "run_id": run_id,
             "expected_last_seq": first_seq - 1,
             "idempotency_key": batch_idempotency_key(key, first_seq, entries),
         },

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from stores import STORES, open_memory
 
-from memory_adapters import Fact, Memory, Message, ToolCall, ToolResult, transfer
+from memory_adapters import Fact, InvalidInput, Memory, Message, ToolCall, ToolResult, transfer
 from memory_adapters.cli import Runtime, app
 from memory_adapters.messages import Entry
 from memory_adapters.store import Store
@@ -385,6 +385,55 @@ def test_exit_codes(tmp_path: Path) -> None:
     *bars, error = clash.stderr.splitlines()
     assert error.startswith("error: ConflictError: line 3 of the export: conversation")
     assert all("error" not in line for line in bars)  # progress bars, then one line
+
+
+HEADER = '{"format": "memory-adapters-export", "version": 1, "type": "header"}'
+BATCH = {"type": "batch", "conversation": "default:u:c", "first_seq": 1, "run_id": "r",
+         "messages": [{"message": {"role": "user", "text": "hi"}, "tokens": 3}]}  # fmt: skip
+CHANGE: dict[str, Any] = {"key": "k", "version": 2, "value": 1, "op": "put", "at": 2.0,
+                          "writer": {"kind": "model", "run_id": "r", "model": "m"}}  # fmt: skip
+FACT = {"type": "fact", "namespace": "default", "scope": "user:u", "key": "k", "value": 1,
+        "version": 2, "importance": 0, "created_at": 1.0, "updated_at": 2.0, "expires_at": None,
+        "history": [CHANGE]}  # fmt: skip
+BAD_LINES = {
+    "not an object": "[1, 2]",
+    "unknown type": '{"type": "summary"}',
+    "tokens not an int": {**BATCH, "messages": [{"message": {"role": "user"}, "tokens": "3"}]},
+    "a role no store keeps": {**BATCH, "messages": [{"message": {"role": "robot"}, "tokens": 3}]},
+    "seq 0": {**BATCH, "first_seq": 0},
+    "no messages": {**BATCH, "messages": []},
+    "a run id with a newline": {**BATCH, "run_id": "a\nb"},
+    "version 0": {**FACT, "version": 0},
+    "a key with a newline": {**FACT, "key": "a\nb"},
+    "infinite importance": {**FACT, "importance": 1e999},
+    "no updated_at": {k: v for k, v in FACT.items() if k != "updated_at"},
+    "a forged writer kind": {**FACT, "history": [{**CHANGE, "writer": {"kind": "root"}}]},
+    "history of another key": {**FACT, "history": [{**CHANGE, "key": "other"}]},
+}
+
+
+@pytest.mark.parametrize("why", list(BAD_LINES))
+def test_a_malformed_line_is_refused_with_its_number(why: str) -> None:
+    """Each line is validated as the core validates an application's writes, before the store
+    sees it: the error names the line, and the lines before it stand."""
+    line = BAD_LINES[why]
+    text = line if isinstance(line, str) else json.dumps(line)
+    memory = Memory("memory://", embed=False)
+    good = json.dumps({**BATCH, "conversation": "default:u:ok"})
+    with pytest.raises(InvalidInput, match=r"^line 3 of the export: "):
+        transfer.import_jsonl(memory, [HEADER + "\n", good + "\n", text + "\n"])
+    assert [i.key for i in memory.store.list_conversations("")] == ["default:u:ok"]
+    assert memory.store.list_fact_scopes("default", "") == []
+
+
+def test_a_well_formed_fact_line_is_restored_as_written() -> None:
+    memory = Memory("memory://", embed=False)
+    counts = transfer.import_jsonl(memory, [HEADER, json.dumps(FACT)])
+    assert (counts.facts, counts.history) == (1, 1)
+    fact = memory.store.get_fact("default", "user:u", "k")
+    assert fact is not None and (fact.version, fact.created_at, fact.updated_at) == (2, 1.0, 2.0)
+    [change] = memory.store.fact_history("default", "user:u", "k")
+    assert change.writer.kind == "model" and change.writer.model == "m"
 
 
 def test_the_url_comes_from_the_environment(tmp_path: Path) -> None:

@@ -179,14 +179,15 @@ def _advance_head(
     """Move the head hint forward to the end of ``doc``, never backward, and never across a
     deletion of the conversation (which bumps the head's ``epoch``)."""
     last, total = doc["last_seq"], doc["end_tokens"]
+    at = doc.get("created_at", time.time())  # when the batch was appended
     update = {
         "$set": {
             "epoch": epoch,
             "last_seq": last,
             "total_tokens": total,
-            "last_activity": doc["created_at"],
+            "last_activity": at,
         },
-        "$min": {"created_at": doc["created_at"]},
+        "$min": {"created_at": at},
     }
     where = {"_id": conversation, "epoch": epoch, "last_seq": {"$lt": last}}
     # A duplicate key: the head exists and is already past this batch, or of a later epoch.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -445,3 +447,30 @@ def test_the_url_comes_from_the_environment(tmp_path: Path) -> None:
     assert [c["key"] for c in json.loads(result.stdout)["conversations"]] == ["default:ann:c0"]
     flag = CliRunner().invoke(app, ["--url", url, "-o", "timeout=5", "stats", "--json"])
     assert json.loads(flag.stdout)["namespaces"]["default"]["messages"] == 4
+
+
+def test_a_pipe_from_one_store_to_another(tmp_path: Path) -> None:
+    """``memory-adapters --url A export -o - | memory-adapters --url B import -``, as commands:
+    the export's stdout is only the data (progress bars and the report go to stderr)."""
+    a, b = f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"
+    with Memory(a, embed=False) as source:
+        seed(source, "ann", conversations=1, turns=2)
+        expected = snapshot(source)
+    command = [sys.executable, "-m", "memory_adapters"]
+    exporter = subprocess.Popen(
+        [*command, "--url", a, "export", "-o", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    importer = subprocess.run(
+        [*command, "--url", b, "import", "-"],
+        stdin=exporter.stdout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert exporter.stdout is not None
+    exporter.stdout.close()
+    assert exporter.wait(timeout=120) == 0
+    assert importer.returncode == 0, importer.stderr
+    assert "imported: 1 conversations, 2 batches, 8 messages" in importer.stderr
+    with Memory(b, embed=False) as target:
+        assert snapshot(target) == expected

@@ -41,6 +41,13 @@ from .facts import Fact, Facts
 from .hookspecs import hookimpl, hookspec
 from .memory import Memory
 from .messages import AppendResult, Message, RawJSON, Record, Summary, ToolCall, ToolResult
+from .operations import (
+    ConversationInfo,
+    EraseReport,
+    FactChange,
+    RetentionReport,
+    Writer,
+)
 from .run import Run
 from .scope import Scope
 from .store import Store
@@ -56,7 +63,10 @@ __all__ = [
     "Conflict",
     "ConflictError",
     "Conversation",
+    "ConversationInfo",
+    "EraseReport",
     "Fact",
+    "FactChange",
     "Facts",
     "HookErrorWarning",
     "InvalidId",
@@ -78,6 +88,7 @@ __all__ = [
     "PluginWarning",
     "RawJSON",
     "Record",
+    "RetentionReport",
     "Run",
     "Scope",
     "Store",
@@ -95,6 +106,7 @@ __all__ = [
     "VersionConflict",
     "Window",
     "WorkingMemory",
+    "Writer",
     "hookimpl",
     "hookspec",
 ]

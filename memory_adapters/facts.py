@@ -29,6 +29,7 @@ from .errors import (
     NoEmbedder,
     Unsupported,
 )
+from .operations import APPLICATION, FactChange, Writer
 from .steps import EmbedCall, Plan, StoreCall, drive_async, drive_sync
 from .tracing import traced
 from .validation import (
@@ -184,6 +185,21 @@ def supports_vectors(store: Store) -> bool:
     return type(store).search_fact_vectors is not Store.search_fact_vectors
 
 
+def supports_history(store: Store) -> bool:
+    """Whether ``store`` keeps fact history (implements :meth:`Store.fact_history`)."""
+    from .store import Store
+
+    return type(store).fact_history is not Store.fact_history
+
+
+def history_options(memory: Memory, writer: Writer | None) -> dict[str, Any]:
+    """The keyword arguments that make a fact write record its history: none when history
+    is off (``history_limit=0``), the store keeps none, or there is no ``writer``."""
+    if writer is None or memory.history_limit == 0 or not supports_history(memory.store):
+        return {}
+    return {"writer": writer, "history_limit": memory.history_limit}
+
+
 def embed_plan(
     memory: Memory, texts: list[str], input_type: str
 ) -> Plan[list[list[float]] | EmbedderFailed]:
@@ -232,10 +248,12 @@ def write_fact(
     expires_at: float | None,
     expected_version: int | None,
     embedding: Embedding | None,
+    writer: Writer | None = APPLICATION,
 ) -> Plan[Fact]:
     """Write a validated fact — ``where`` is (namespace, scope, key, value as JSON text) —
-    with its embedding, and tell the ``fact_stored`` hook (with ``hook_scope``). Every writer
-    of facts goes through here: :class:`Facts` and the LangGraph store."""
+    with its embedding, recording the change in its history as made by ``writer``, and tell
+    the ``fact_stored`` hook (with ``hook_scope``). Every writer of facts goes through here:
+    :class:`Facts` and the LangGraph store."""
     options: dict[str, Any] = {
         "text": text,
         "importance": importance,
@@ -244,6 +262,7 @@ def write_fact(
     }
     if embedding is not None:  # a store without vectors never sees the argument
         options["embedding"] = embedding
+    options.update(history_options(memory, writer))  # nor one without history these
     fact: Fact = yield StoreCall("put_fact", where, options)
     step = memory.hooks.fact_stored(hook_scope, fact)
     if step is not None:
@@ -306,6 +325,7 @@ class Facts:
         ttl: float | None,
         expires_at: float | None,
         expected_version: int | None,
+        writer: Writer = APPLICATION,
     ) -> Plan[Fact]:
         check_id(key, "key")
         data = dumps(value, "value", MAX_VALUE_BYTES)
@@ -335,6 +355,7 @@ class Facts:
                 expires_at=expires,
                 expected_version=expected_version,
                 embedding=embedding,
+                writer=writer,
             )
         )
 
@@ -461,18 +482,35 @@ class Facts:
             if len(stale) < EMBED_BATCH:
                 return None
 
-    def _forget(self, key: str, expected_version: int | None) -> Plan[bool]:
+    def _forget(
+        self, key: str, expected_version: int | None, writer: Writer = APPLICATION
+    ) -> Plan[bool]:
         check_id(key, "key")
         check_optional_int(expected_version, "expected_version")
         deleted: bool = yield StoreCall(
             "delete_fact",
             (self.namespace, self._owner, key),
-            {"expected_version": expected_version},
+            {"expected_version": expected_version, **history_options(self._memory, writer)},
         )
         step = self._memory.hooks.fact_forgotten(self.scope, key, deleted)
         if step is not None:
             yield step
         return deleted
+
+    def _history(self, key: str, limit: int | None) -> Plan[list[FactChange]]:
+        check_id(key, "key")
+        check_optional_int(limit, "limit", minimum=1)
+        keep = self._memory.history_limit
+        if keep == 0:
+            return []
+        if not supports_history(self._memory.store):
+            raise Unsupported(f"{type(self._memory.store).__name__} keeps no fact history")
+        changes: list[FactChange] = yield StoreCall(
+            "fact_history",
+            (self.namespace, self._owner, key),
+            {"limit": keep if limit is None else min(limit, keep)},
+        )
+        return changes
 
     # -- sync -------------------------------------------------------------------------------------
 
@@ -529,6 +567,16 @@ class Facts:
         ``MAX_INT``) makes it conditional, like :meth:`put`."""
         return self._run(self._forget(key, expected_version))
 
+    def history(self, key: str, limit: int | None = None) -> list[FactChange]:
+        """The recorded versions of the fact ``key``, newest first: each put and forget with
+        its time and writer (:class:`~memory_adapters.operations.Writer`: the application,
+        or the run, framework, agent and model when a model wrote through a memory tool).
+        At most ``limit`` (``None``, or an int from 1 to ``MAX_INT``) and at most the
+        ``Memory``'s ``history_limit``; kept after the fact is forgotten, removed by
+        :meth:`Memory.erase <memory_adapters.Memory.erase>`. ``[]`` when history is off
+        (``history_limit=0``)."""
+        return self._run(self._history(key, limit))
+
     # -- async -------------------------------------------------------------------------------------
 
     async def aput(
@@ -563,6 +611,10 @@ class Facts:
     async def aforget(self, key: str, *, expected_version: int | None = None) -> bool:
         """Async :meth:`forget`."""
         return await self._arun(self._forget(key, expected_version))
+
+    async def ahistory(self, key: str, limit: int | None = None) -> list[FactChange]:
+        """Async :meth:`history`."""
+        return await self._arun(self._history(key, limit))
 
     def _run(self, plan: Plan[T]) -> T:
         return drive_sync(plan, self._memory.store, self._memory.hooks)

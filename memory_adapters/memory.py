@@ -13,8 +13,18 @@ from .embedders import Embedder
 from .errors import InvalidInput, NoAdapter, UnknownScheme
 from .facts import Facts
 from .hooks import Hooks
+from .operations import (
+    DEFAULT_HISTORY_LIMIT,
+    ConversationInfo,
+    EraseReport,
+    RetentionReport,
+    conversations_plan,
+    erase_plan,
+    retain_plan,
+)
 from .plugins import PluginManager
 from .scope import Scope, Session
+from .steps import Plan, drive_async, drive_sync
 from .store import Store
 from .tools import MemoryTools
 from .validation import MAX_TURN_BYTES, check_bool, check_model, check_positive_int
@@ -27,6 +37,7 @@ if TYPE_CHECKING:  # the adapters' types, for type checkers only: never imported
 DepsT = TypeVar("DepsT")
 OutputT = TypeVar("OutputT")
 WrappedT = TypeVar("WrappedT")
+T = TypeVar("T")
 
 DEFAULT_URL = "sqlite:///memory_adapters.db"
 """Where ``Memory()`` keeps memory when given no URL and ``MEMORY_ADAPTERS_URL`` is unset."""
@@ -59,6 +70,8 @@ class Memory:
     ``MEMORY_ADAPTERS_NAMESPACE``, ``MEMORY_ADAPTERS_HISTORY_TOKENS``, ``MEMORY_ADAPTERS_MODEL``,
     ``MEMORY_ADAPTERS_EMBED``, ``MEMORY_ADAPTERS_OTEL_CONTENT``); a bad value there raises
     ``InvalidInput`` naming the variable.
+    ``history_limit`` is how many versions of each fact's history the store keeps (0: no
+    history; :meth:`Facts.history <memory_adapters.Facts.history>`).
     The token counts and ``max_turn_bytes`` are ints up to
     :data:`~memory_adapters.validation.MAX_INT` (``InvalidInput`` otherwise).
     """
@@ -81,6 +94,7 @@ class Memory:
         store_options: dict[str, Any] | None = None,
         embed: object = None,
         telemetry_content: bool | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> None:
         if namespace is None:
             namespace = _from_env(env.NAMESPACE, lambda v: Scope(namespace=v).namespace)
@@ -110,6 +124,7 @@ class Memory:
         self.summary_tokens = check_positive_int(summary_tokens, "summary_tokens", allow_zero=True)
         self.working_tokens = check_positive_int(working_tokens, "working_tokens")
         self.max_turn_bytes = check_positive_int(max_turn_bytes, "max_turn_bytes")
+        self.history_limit = check_positive_int(history_limit, "history_limit", allow_zero=True)
         if store is not None:
             if url is not None:
                 raise InvalidInput("give Memory a url or a store, not both")
@@ -271,6 +286,70 @@ class Memory:
             f"installed adapters: {installed}. Install one with "
             'pip install "memory-adapters[pydantic-ai]" or "memory-adapters[langchain]".'
         )
+
+    # -- operations ------------------------------------------------------------------------------
+
+    def conversations(
+        self,
+        user_id: str | None = None,
+        namespace: str | None = None,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
+    ) -> list[ConversationInfo]:
+        """The conversations of ``namespace`` (default: this ``Memory``'s), of one user with
+        ``user_id``, newest activity first, at most ``limit``; pass the last item's
+        ``cursor`` as ``before`` for the next page."""
+        plan = conversations_plan(namespace or self.namespace, user_id, limit, before)
+        return self._drive(plan)
+
+    async def aconversations(
+        self,
+        user_id: str | None = None,
+        namespace: str | None = None,
+        limit: int = 100,
+        before: tuple[float, str] | None = None,
+    ) -> list[ConversationInfo]:
+        """Async :meth:`conversations`."""
+        plan = conversations_plan(namespace or self.namespace, user_id, limit, before)
+        return await self._adrive(plan)
+
+    def erase(self, *, user_id: str, namespace: str | None = None) -> EraseReport:
+        """Delete everything of ``user_id`` in ``namespace`` (default: this ``Memory``'s):
+        conversations, summaries, facts with their vectors and history, working memory;
+        nothing of anyone else. Returns the counts of what went."""
+        return self._drive(erase_plan(namespace or self.namespace, user_id))
+
+    async def aerase(self, *, user_id: str, namespace: str | None = None) -> EraseReport:
+        """Async :meth:`erase`."""
+        return await self._adrive(erase_plan(namespace or self.namespace, user_id))
+
+    def retain(
+        self,
+        *,
+        idle_days: float | None = None,
+        idle_seconds: float | None = None,
+        namespace: str | None = None,
+    ) -> RetentionReport:
+        """Apply retention: delete the conversations of ``namespace`` (default: this
+        ``Memory``'s) with no append for ``idle_days`` days or ``idle_seconds`` seconds (one
+        of them), with their summaries and working memory, and prune every expired fact."""
+        return self._drive(retain_plan(namespace or self.namespace, idle_days, idle_seconds))
+
+    async def aretain(
+        self,
+        *,
+        idle_days: float | None = None,
+        idle_seconds: float | None = None,
+        namespace: str | None = None,
+    ) -> RetentionReport:
+        """Async :meth:`retain`."""
+        return await self._adrive(retain_plan(namespace or self.namespace, idle_days, idle_seconds))
+
+    def _drive(self, plan: Plan[T]) -> T:
+        return drive_sync(plan, self.store, self.hooks)
+
+    async def _adrive(self, plan: Plan[T]) -> T:
+        return await drive_async(plan, self.store, self.hooks)
 
     # -- utilities -------------------------------------------------------------------------------
 

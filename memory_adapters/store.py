@@ -11,6 +11,10 @@ A store keeps three things, all keyed by strings the core has already validated
 * **facts** — (namespace, scope, key) → JSON text with a version, importance, optional
   expiry, keyword search. Working memory is kept as facts too (:mod:`.working`).
   Optionally (:meth:`Store.list_fact_scopes`), the scopes that hold facts, by prefix.
+* **fact history** (optional, :meth:`Store.fact_history`) — each put and forget of a fact,
+  with its writer, written with the change itself.
+* **operations** (optional): list conversations by key prefix, erase one user, delete idle
+  conversations, restore a fact as exported (:mod:`memory_adapters.operations`).
 * **fact embeddings** for semantic recall — each fact's vectors (:class:`~.embedders.Embedding`:
   a model name, dimensions and one unit vector per indexed field), written with the fact,
   searched by cosine similarity within one scope (:meth:`Store.search_fact_vectors`).
@@ -32,6 +36,7 @@ from .embedders import Embedding
 from .errors import StoreUnavailable, Unsupported
 from .facts import Fact
 from .messages import AppendResult, Entry, Record, Summary
+from .operations import DEFAULT_HISTORY_LIMIT, ConversationInfo, EraseReport, FactChange, Writer
 
 if TYPE_CHECKING:
     from .steps import StoreCall
@@ -176,6 +181,8 @@ class Store(ABC):
         expires_at: float | None = None,
         expected_version: int | None = None,
         embedding: Embedding | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Fact:
         """Create or replace a fact; ``data`` is its value as JSON text, ``text`` what keyword
         search indexes, ``embedding`` its vectors (``None``: none; any vectors the fact had
@@ -184,6 +191,12 @@ class Store(ABC):
         The version starts at 1 and grows by one per write. With ``expected_version``, write
         only if the current version is that number (0 = the fact must not exist), else raise
         :class:`~memory_adapters.errors.VersionConflict`. An expired fact counts as absent.
+
+        With ``writer`` (a store that keeps history, :meth:`fact_history`), also record the
+        change as a version of the fact's history, in the same transaction (statement, on
+        PostgreSQL), and keep only the newest ``history_limit`` versions of the fact. The core
+        passes ``writer`` and ``history_limit`` only to stores that implement
+        :meth:`fact_history`, and only when history is on.
         """
 
     @abstractmethod
@@ -196,10 +209,19 @@ class Store(ABC):
 
     @abstractmethod
     def delete_fact(
-        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        *,
+        expected_version: int | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> bool:
         """Delete a fact; ``False`` if there was none. With ``expected_version``, raise
-        :class:`~memory_adapters.errors.VersionConflict` unless it matches."""
+        :class:`~memory_adapters.errors.VersionConflict` unless it matches. With ``writer``,
+        record the forget in the fact's history as :meth:`put_fact` does (only when a live
+        fact was deleted)."""
 
     @abstractmethod
     def search_facts(
@@ -270,7 +292,63 @@ class Store(ABC):
 
     @abstractmethod
     def prune(self) -> int:
-        """Delete expired facts now; return how many. Reads filter them out regardless."""
+        """Delete expired facts now, with their vectors; return how many. Reads filter them
+        out regardless. Their history stays (it is removed by :meth:`erase`)."""
+
+    # -- operations (optional: the defaults raise Unsupported) --------------------------------
+
+    def list_conversations(
+        self, prefix: str, *, limit: int = 100, before: tuple[float, str] | None = None
+    ) -> list[ConversationInfo]:
+        """The conversations whose key starts with ``prefix`` (an exact string prefix:
+        ``"<ns>:"`` for a namespace, ``"<ns>:<user>:"`` for a user, ``""`` for all), newest
+        activity first (then key, descending), at most ``limit``; with ``before`` (the
+        :attr:`~memory_adapters.operations.ConversationInfo.cursor` of the previous page's
+        last item), only those after it in that order. Conversations with no messages are not
+        listed. Optional: the default raises :class:`~memory_adapters.errors.Unsupported`."""
+        raise Unsupported(f"{type(self).__name__} cannot list conversations")
+
+    def erase(self, namespace: str, user_id: str) -> EraseReport:
+        """Delete everything of one user in one namespace (see
+        :func:`~memory_adapters.operations.user_keys` for where that is): their
+        conversations with messages, idempotency batches and summaries; their facts, the
+        facts' vectors and history; the working memory of their conversations, forks
+        included. Nothing of another user goes, even one whose id starts with this one's.
+        Optional: the default raises :class:`~memory_adapters.errors.Unsupported`."""
+        raise Unsupported(f"{type(self).__name__} cannot erase a user")
+
+    def delete_idle_conversations(self, namespace_prefix: str, idle_before: float) -> int:
+        """Delete the conversations whose key starts with ``namespace_prefix`` and whose last
+        append was before ``idle_before`` (epoch seconds), with their messages, batches,
+        summaries and working memory (forks included); return how many conversations went.
+        Optional: the default raises :class:`~memory_adapters.errors.Unsupported`."""
+        raise Unsupported(f"{type(self).__name__} cannot apply retention to conversations")
+
+    def fact_history(
+        self, namespace: str, scope: str, key: str, *, limit: int | None = None
+    ) -> list[FactChange]:
+        """The recorded changes of a fact, newest first, at most ``limit`` (kept even after
+        the fact is forgotten or expires). Optional: the default raises
+        :class:`~memory_adapters.errors.Unsupported` (and the core then records no history
+        on this store)."""
+        raise Unsupported(f"{type(self).__name__} keeps no fact history")
+
+    def restore_fact(
+        self,
+        namespace: str,
+        scope: str,
+        fact: Fact,
+        *,
+        history: Sequence[FactChange] = (),
+        embedding: Embedding | None = None,
+    ) -> bool:
+        """Write ``fact`` exactly as given (key, value, version, importance, created_at,
+        updated_at, expires_at), with its ``embedding`` and, on a store that keeps history,
+        ``history`` as the fact's history (replacing what the store had for it): what an
+        import does. Idempotent: if the store holds the key, unexpired, at a version ``>=``
+        ``fact.version``, nothing changes and the answer is ``False``. Optional: the default
+        raises :class:`~memory_adapters.errors.Unsupported`."""
+        raise Unsupported(f"{type(self).__name__} cannot restore facts")
 
     def batch(self, calls: Sequence[StoreCall]) -> list[Any]:
         """Make ``calls`` (store methods by name, with their arguments; none depends on another's
@@ -375,9 +453,13 @@ class Store(ABC):
         expires_at: float | None = None,
         expected_version: int | None = None,
         embedding: Embedding | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Fact:
         """Async :meth:`put_fact`."""
-        extra = {} if embedding is None else {"embedding": embedding}  # stores without vectors
+        extra: dict[str, Any] = {} if embedding is None else {"embedding": embedding}
+        if writer is not None:  # stores without history never see these arguments
+            extra.update(writer=writer, history_limit=history_limit)
         return await self._offload(
             self.put_fact,
             namespace,
@@ -402,11 +484,21 @@ class Store(ABC):
         return await self._offload(self.list_facts, namespace, scope, limit=limit)
 
     async def adelete_fact(
-        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        *,
+        expected_version: int | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> bool:
         """Async :meth:`delete_fact`."""
+        extra: dict[str, Any] = {}
+        if writer is not None:
+            extra.update(writer=writer, history_limit=history_limit)
         return await self._offload(
-            self.delete_fact, namespace, scope, key, expected_version=expected_version
+            self.delete_fact, namespace, scope, key, expected_version=expected_version, **extra
         )
 
     async def asearch_facts(
@@ -452,6 +544,40 @@ class Store(ABC):
     async def aprune(self) -> int:
         """Async :meth:`prune`."""
         return await self._offload(self.prune)
+
+    async def alist_conversations(
+        self, prefix: str, *, limit: int = 100, before: tuple[float, str] | None = None
+    ) -> list[ConversationInfo]:
+        """Async :meth:`list_conversations`."""
+        return await self._offload(self.list_conversations, prefix, limit=limit, before=before)
+
+    async def aerase(self, namespace: str, user_id: str) -> EraseReport:
+        """Async :meth:`erase`."""
+        return await self._offload(self.erase, namespace, user_id)
+
+    async def adelete_idle_conversations(self, namespace_prefix: str, idle_before: float) -> int:
+        """Async :meth:`delete_idle_conversations`."""
+        return await self._offload(self.delete_idle_conversations, namespace_prefix, idle_before)
+
+    async def afact_history(
+        self, namespace: str, scope: str, key: str, *, limit: int | None = None
+    ) -> list[FactChange]:
+        """Async :meth:`fact_history`."""
+        return await self._offload(self.fact_history, namespace, scope, key, limit=limit)
+
+    async def arestore_fact(
+        self,
+        namespace: str,
+        scope: str,
+        fact: Fact,
+        *,
+        history: Sequence[FactChange] = (),
+        embedding: Embedding | None = None,
+    ) -> bool:
+        """Async :meth:`restore_fact`."""
+        return await self._offload(
+            self.restore_fact, namespace, scope, fact, history=history, embedding=embedding
+        )
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""

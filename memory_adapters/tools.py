@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, ToolArgumentError
+from .operations import APPLICATION, Writer
 from .scope import Scope
 from .steps import Plan, drive_async, drive_sync
 from .tracing import traced
@@ -167,6 +168,17 @@ class MemoryTools:
                 raise ToolArgumentError(f"{name}: {pname} is longer than {schema['maxLength']}")
         return spec
 
+    def _writer(self) -> Writer:
+        """Who a tool's write is by: the model of the active run of this ``Memory`` (its id,
+        framework, agent and model), else the application. Never from the tool's arguments."""
+        from .run import active_run
+
+        lifecycle = active_run(self._memory)
+        if lifecycle is None:
+            return APPLICATION
+        run = lifecycle.run
+        return Writer("model", run.run_id, run.framework, run.agent, run.model)
+
     def _plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:
         """The tool call's plan, observed as a ``"tool"`` operation when a plugin asks
         (:mod:`.tracing`)."""
@@ -184,16 +196,16 @@ class MemoryTools:
         )
 
     def _tool_plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:
-
         if scope is not None and not isinstance(scope, Scope):
             raise InvalidInput(f"scope must be a Scope or None, not {type(scope).__name__}")
         self._check(name, args)
         facts = self._facts(scope)
+        writer = self._writer()
         try:
             if name == "save_memory":
                 importance = float(args.get("importance", 0.5))
                 fact = yield from facts._put(
-                    args["key"], args["value"], importance, None, None, None
+                    args["key"], args["value"], importance, None, None, None, writer
                 )
                 return json.dumps({"saved": fact.key, "version": fact.version})
             if name == "recall_memory":
@@ -205,7 +217,7 @@ class MemoryTools:
             if name == "list_memories":
                 listed = yield from facts._list(int(args.get("limit", 20)))
                 return json.dumps([_fact_json(f) for f in listed], ensure_ascii=False)
-            deleted = yield from facts._forget(args["key"], None)
+            deleted = yield from facts._forget(args["key"], None, writer)
             return json.dumps({"forgotten": deleted, "key": args["key"]})
         except InvalidInput as exc:
             raise ToolArgumentError(f"{name}: {exc}") from exc

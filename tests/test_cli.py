@@ -65,9 +65,8 @@ def test_migrate_reports_errors_without_a_traceback(tmp_path: Path) -> None:
         timeout=120,
     )
     assert result.returncode == 1
-    assert result.stderr.startswith(
-        "memory-adapters migrate: InvalidURL: sqlite://m.db has two slashes"
-    )
+    assert result.stderr.startswith("error: InvalidURL: sqlite://m.db has two slashes")
+    assert result.stderr.count("\n") == 1  # one line
     assert "Traceback" not in result.stderr
 
 

@@ -44,6 +44,7 @@ from memory_adapters import (
     ToolCall,
     ToolResult,
     WorkingMemory,
+    Writer,
     hookimpl,
 )
 from memory_adapters.run import Run, active_run
@@ -775,3 +776,20 @@ def test_a_graph_with_the_middleware_is_stored_once_when_also_wrapped(local_memo
     agent = local_memory.wrap(with_middleware(local_memory, ScriptedChatModel(["ok"]), []))
     agent.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "n"}})
     assert texts(stored(local_memory, "n")) == [("user", "hi"), ("assistant", "ok")]
+
+
+def test_fact_history_names_the_run_when_the_model_saves(memory: Memory) -> None:
+    """A fact the model saves through the memory tool is written by that run's model; what
+    the application writes is the application's (issue 14)."""
+    model = ScriptedChatModel([call_tool("save_memory", key="tea", value="oolong"), "ok"])
+    with_middleware(memory, model, []).invoke(
+        {"messages": [("user", "remember")]},
+        {"configurable": {"thread_id": "h", "user_id": "alice"}},
+    )
+    with memory.session(user_id="alice"):
+        memory.facts.put("tea", "sencha")
+        by_app, by_model = memory.facts.history("tea")
+    assert by_app.writer == Writer() and by_app.value == "sencha"
+    assert (by_model.op, by_model.value) == ("put", "oolong")
+    assert (by_model.writer.kind, by_model.writer.framework) == ("model", "langchain")
+    assert by_model.writer.run_id

@@ -305,8 +305,9 @@ def test_a_role_without_privileges_on_the_tables(postgres_url: str, schema: str,
             Memory(url, store_options={"schema": schema, "migrate": migrate})
         assert str(caught.value) == (
             f'role "{role}" may not read and write the tables {schema}.batches, '
-            f"{schema}.conversations, {schema}.fact_vectors, {schema}.facts, {schema}.messages, "
-            f"{schema}.summaries: grant it ({_grants(schema, role)})"
+            f"{schema}.conversations, {schema}.fact_history, {schema}.fact_vectors, "
+            f"{schema}.facts, {schema}.messages, {schema}.summaries: grant it "
+            f"({_grants(schema, role)})"
         )
     with _superuser(postgres_url) as conn:
         conn.execute(_grants(f'"{schema}"', f'"{role}"'))

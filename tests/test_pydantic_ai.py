@@ -40,7 +40,7 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
 from test_pydantic_ai_store import STORES, on_sync_loop, open_memory
 
-from memory_adapters import Memory, Message, NoScope, Scope, WorkingMemory, hookimpl
+from memory_adapters import Memory, Message, NoScope, Scope, WorkingMemory, Writer, hookimpl
 from memory_adapters.run import active_run
 from memory_adapters.testing.pydantic_ai import sample_messages
 
@@ -794,3 +794,27 @@ def test_streamed_tool_calls_persist_whole(local_memory: Memory) -> None:
     on_sync_loop(main())
     roles = [m.role for m in stored(memory, "st", user_id="alice")]
     assert roles == ["user", "assistant", "tool", "assistant"]
+
+
+def test_fact_history_names_the_run_when_the_model_saves(memory: Memory) -> None:
+    """A fact the model saves through the memory tool is written by that run's model; what
+    the application writes is the application's (issue 14: the model cannot forge it)."""
+    honest = call_tool("save_memory", {"key": "tea", "value": "oolong"})
+    agent = memory.wrap(Agent(honest.model, name="barista"))
+    with memory.session(user_id="alice", conversation_id="history"):
+        result = agent.run_sync("remember my tea")
+        memory.facts.put("tea", "sencha")
+        by_app, by_model = memory.facts.history("tea")
+    assert by_app.writer == Writer() and by_app.value == "sencha"
+    assert (by_model.op, by_model.value, by_model.version) == ("put", "oolong", 1)
+    writer = by_model.writer
+    assert (writer.kind, writer.framework, writer.agent) == ("model", "pydantic-ai", "barista")
+    assert writer.run_id and writer.model
+    stored_run_ids = {
+        r.run_id
+        for r in memory.store.read(
+            memory.session(user_id="alice", conversation_id="history").scope.conversation_key
+        )
+    }
+    assert writer.run_id in stored_run_ids
+    assert result.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from memory_adapters_inmemory import InMemoryStore
 
@@ -9,10 +11,37 @@ from memory_adapters import Memory, StoreUnavailable
 from memory_adapters.testing import StoreConformance
 
 
+def dump(store: InMemoryStore) -> dict[str, list[str]]:
+    """Every record the store holds, by kind (the conformance kit's ``store_dump``)."""
+    conversations, messages, summaries, facts, vectors = [], [], [], [], []
+    for key, conv in store._conversations.items():
+        conversations.append(repr((key, conv.total_tokens, conv.batches, conv.created_at)))
+        messages += [repr((key, row)) for row in conv.rows]
+        summaries += [repr((key, s)) for s in conv.summaries]
+    for (ns, scope), rows in store._facts.items():
+        for key, row in rows.items():
+            facts.append(repr((ns, scope, key, row.data, row.version, row.expires_at)))
+            vectors += [repr((ns, scope, key, v)) for v in row.vectors]
+    history = [repr((k, c)) for k, changes in store._history.items() for c in changes]
+    tables = {
+        "conversations": conversations,
+        "messages": messages,
+        "summaries": summaries,
+        "facts": facts,
+        "vectors": vectors,
+        "history": history,
+    }
+    return {name: sorted(rows) for name, rows in tables.items()}
+
+
 class TestInMemoryStore(StoreConformance):
     @pytest.fixture
     def store(self) -> InMemoryStore:
         return InMemoryStore()
+
+    @pytest.fixture
+    def store_dump(self, store: InMemoryStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
 
 
 def test_named_stores_are_shared_within_the_process() -> None:

@@ -33,7 +33,7 @@ from memory_adapters_mongo import facts as facts_plans
 from memory_adapters_mongo import log as mongo_log
 from memory_adapters_mongo.clients import DEFAULT_DATABASE, database_from_url
 from memory_adapters_mongo.facts import search as search_plan
-from memory_adapters_mongo.ops import BATCHES, FACTS, HEADS, Op, Sleep
+from memory_adapters_mongo.ops import BATCHES, COLLECTIONS, FACTS, HEADS, Op, Sleep
 from mongomock_motor import AsyncMongoMockClient
 from pymongo import errors
 
@@ -126,6 +126,15 @@ def entries(*texts: str) -> list[Entry]:
     return [Entry.of(Message.user(t), 5, 1 << 20) for t in texts]
 
 
+def dump(store: MongoStore) -> dict[str, list[str]]:
+    """Every document of every collection of the store's database (the conformance kit's
+    ``store_dump``)."""
+    db = store._clients.sync().db
+    names = set(db.list_collection_names())
+    assert names <= set(COLLECTIONS), f"collections the dump does not know: {names}"
+    return {name: sorted(repr(d) for d in db.get_collection(name).find()) for name in COLLECTIONS}
+
+
 # -- the conformance kit, in-process ------------------------------------------------------------
 
 
@@ -138,6 +147,10 @@ class TestMongoStoreSync(StoreConformance):
         yield s
         s.close()
 
+    @pytest.fixture
+    def store_dump(self, store: MongoStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
+
 
 class TestMongoStoreAsync(StoreConformance):
     """Sync calls on mongomock, async calls natively on mongomock-motor, one database."""
@@ -147,6 +160,10 @@ class TestMongoStoreAsync(StoreConformance):
         s, _ = mock_async_store()
         yield s
         s.close()
+
+    @pytest.fixture
+    def store_dump(self, store: MongoStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
 
 
 # -- the conformance kit, against a real server (only when one is configured) -----------------
@@ -184,6 +201,10 @@ if SERVER_URL:
             return functools.partial(
                 MongoStore, _server_url, database=server_database, **self.options
             )
+
+        @pytest.fixture
+        def store_dump(self, store: MongoStore) -> Callable[[], dict[str, list[str]]]:
+            return lambda: dump(store)
 
     class TestMongoStoreServer(_ServerKit):
         """Fact search through the text index."""

@@ -21,6 +21,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from memory_adapters import InvalidId, Memory, Message, StoreUnavailable
 from memory_adapters.embedders import Embedding, normalized
 from memory_adapters.errors import InvalidInput, StoreNotReady
+from memory_adapters.messages import Entry
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance, windows
 from memory_adapters.testing.conformance import _append_worker, check_log
@@ -34,6 +35,27 @@ def _schema() -> str:
 def _drop(url: str, schema: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def dump(store: PostgresStore) -> dict[str, list[str]]:
+    """Every row of every table in the store's schema (the conformance kit's
+    ``store_dump``), but the schema version."""
+    out: dict[str, list[str]] = {}
+    with store.pool.connection() as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT c.relname::text FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind IN ('r', 'p') "
+                "AND c.relname <> 'schema_version'",
+                (store.schema,),
+            )
+        ]
+        assert {"conversations", "messages", "facts", "fact_vectors", "fact_history"} <= set(tables)
+        for table in tables:
+            rows = conn.execute(f'SELECT * FROM "{store.schema}"."{table}"').fetchall()
+            out[table] = sorted(repr(r) for r in rows)
+    return out
 
 
 class TestPostgresStore(StoreConformance, MultiProcessConformance):
@@ -54,6 +76,10 @@ class TestPostgresStore(StoreConformance, MultiProcessConformance):
     @pytest.fixture
     def store_factory(self, postgres_url: str, schema: str) -> Callable[[], Store]:
         return functools.partial(PostgresStore, postgres_url, schema=schema)
+
+    @pytest.fixture
+    def store_dump(self, store: PostgresStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
 
 
 class TestPostgresStoreThroughPgBouncer(StoreConformance, MultiProcessConformance):
@@ -336,6 +362,10 @@ class TestPostgresStorePgvector(StoreConformance):
         s.close()
         _drop(pgvector_url, schema)
 
+    @pytest.fixture
+    def store_dump(self, store: PostgresStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
+
 
 def _unit(rng: random.Random, dims: int) -> list[float]:
     return normalized([rng.gauss(0, 1) for _ in range(dims)])
@@ -601,7 +631,7 @@ def test_a_database_at_the_previous_schema_version_is_migrated(
             )
         store = PostgresStore(url, schema=schema)
         try:
-            assert store.check() == SCHEMA_VERSION == 3
+            assert store.check() == SCHEMA_VERSION == 4
             (old,) = store.facts_to_embed("ns", "s", "m")
             assert (old.key, old.value, old.version) == ("old", "tea", 3)
             assert store.set_fact_embedding(
@@ -661,5 +691,42 @@ def test_the_pgbouncer_switch_turns_off_prepared_statements(
                 PostgresStore(postgres_url + bad, schema=schema)
         bounced.close()
         direct.close()
+    finally:
+        _drop(postgres_url, schema)
+
+
+def test_a_version_3_schema_upgrades_with_conversation_activity(postgres_url: str) -> None:
+    """A schema of the previous release (migrations 1 to 3) with a conversation: opening the
+    store records its first and newest message's times on the head row, and appends keep
+    them up to date."""
+    schema = _schema()
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as conn, conn.transaction():
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+            conn.execute(f'CREATE TABLE "{schema}".schema_version (version integer NOT NULL)')
+            for version, statements in enumerate(MIGRATIONS[:3], 1):
+                for statement in statements:
+                    conn.execute(statement.replace("{s}", f'"{schema}"'))
+                conn.execute(f'INSERT INTO "{schema}".schema_version VALUES ({version})')
+            conn.execute(
+                f"SELECT * FROM \"{schema}\".append_batch('n:u:c', ARRAY['user'], "
+                'ARRAY[\'{"role": "user"}\'], ARRAY[3], NULL, NULL, NULL, 100.0)'
+            )
+            conn.execute(
+                f"SELECT * FROM \"{schema}\".append_batch('n:u:c', ARRAY['user'], "
+                'ARRAY[\'{"role": "user"}\'], ARRAY[4], NULL, NULL, NULL, 250.0)'
+            )
+        store = PostgresStore(postgres_url, schema=schema)
+        try:
+            assert store.check() == SCHEMA_VERSION
+            (info,) = store.list_conversations("n:")
+            assert (info.user_id, info.messages, info.tokens) == ("u", 2, 7)
+            assert (info.created_at, info.last_activity) == (100.0, 250.0)
+            store.append("n:u:c", [Entry.of(Message.user("now"), 1, 1 << 20)])
+            (info,) = store.list_conversations("n:u:")
+            assert info.messages == 3 and info.created_at == 100.0 and info.last_activity > 250
+            assert store.delete_idle_conversations("n:", 200.0) == 0
+        finally:
+            store.close()
     finally:
         _drop(postgres_url, schema)

@@ -21,6 +21,34 @@ from memory_adapters.embedders import Embedding
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
 
+TABLES = (
+    "ma_conversations",
+    "ma_messages",
+    "ma_summaries",
+    "ma_facts",
+    "ma_fact_vectors",
+    "ma_fact_history",
+)
+
+
+def dump(store: SQLiteStore) -> dict[str, list[str]]:
+    """Every row of every table of the store (the conformance kit's ``store_dump``); the
+    full-text index through its own table (its shadow tables are FTS5's business)."""
+    out: dict[str, list[str]] = {}
+    with store._connection() as db:
+        names = {
+            r[0]
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'ma%'"
+            )
+        }
+        assert set(TABLES) <= names, "a table the dump does not know"
+        for table in (*TABLES, "ma_facts_fts"):
+            columns = "rowid, owner, text" if table == "ma_facts_fts" else "*"
+            rows = db.execute(f"SELECT {columns} FROM {table}").fetchall()
+            out[table] = sorted(repr(r) for r in rows)
+    return out
+
 
 class TestSQLiteStore(StoreConformance, MultiProcessConformance):
     @pytest.fixture
@@ -28,6 +56,10 @@ class TestSQLiteStore(StoreConformance, MultiProcessConformance):
         s = SQLiteStore(tmp_path / "memory.db")
         yield s
         s.close()
+
+    @pytest.fixture
+    def store_dump(self, store: SQLiteStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
 
     @pytest.fixture
     def store_factory(self, tmp_path: Path) -> Callable[[], Store]:
@@ -40,6 +72,10 @@ class TestSQLiteInMemoryDatabase(StoreConformance):
     @pytest.fixture
     def store(self) -> SQLiteStore:
         return SQLiteStore(":memory:")
+
+    @pytest.fixture
+    def store_dump(self, store: SQLiteStore) -> Callable[[], dict[str, list[str]]]:
+        return lambda: dump(store)
 
 
 def test_memory_survives_a_restart(tmp_path: Path) -> None:
@@ -458,3 +494,32 @@ def test_a_version_1_database_upgrades(tmp_path: Path) -> None:
     assert sqlite3.connect(path).execute("SELECT count(*) FROM ma_fact_vectors").fetchone() == (0,)
     store.close()
     SQLiteStore(path).close()  # a current database is opened as it is
+
+
+def test_a_version_2_database_upgrades_with_conversation_activity(tmp_path: Path) -> None:
+    """Opening a database of the previous release adds the operations columns: existing
+    conversations take the times of their first and newest message, and are listed."""
+    from memory_adapters_sqlite.store import MIGRATIONS, SCHEMA_VERSION, _statements
+
+    path = tmp_path / "v2.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    for script in MIGRATIONS[:2]:
+        for statement in _statements(script):
+            db.execute(statement)
+    db.execute("PRAGMA user_version = 2")
+    db.execute("INSERT INTO ma_conversations (key, last_seq, total_tokens) VALUES ('n:u:c', 2, 7)")
+    for seq, at in ((1, 100.0), (2, 250.0)):
+        db.execute(
+            "INSERT INTO ma_messages (conversation, seq, batch, start_tokens, tokens, role, data, "
+            "created_at) VALUES ('n:u:c', ?, ?, 0, 3, 'user', '{\"role\": \"user\"}', ?)",
+            (seq, seq, at),
+        )
+    db.close()
+    store = SQLiteStore(path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    (info,) = store.list_conversations("n:")
+    assert (info.user_id, info.messages, info.tokens) == ("u", 2, 7)
+    assert (info.created_at, info.last_activity) == (100.0, 250.0)
+    assert store.delete_idle_conversations("n:", 200.0) == 0
+    assert store.delete_idle_conversations("n:", 300.0) == 1
+    store.close()

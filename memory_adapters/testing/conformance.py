@@ -45,6 +45,7 @@ from .hostile import (
     boundary_cases,
     hostile_cases,
 )
+from .operations import OperationsConformance
 from .semantic import SemanticConformance
 from .windows import WindowProperties
 
@@ -217,7 +218,7 @@ def check_log(records: list[Record], writers: int, batches: int, size: int) -> N
     assert all(last_batch_of[w] == batches - 1 for w in range(writers))
 
 
-class StoreConformance(WindowProperties, SemanticConformance):
+class StoreConformance(WindowProperties, SemanticConformance, OperationsConformance):
     """The suite. Subclass it and provide a ``store`` fixture yielding a fresh, empty store."""
 
     @pytest.fixture

@@ -310,7 +310,7 @@ def hostile_cases(now: float) -> list[Case]:
     cases.append(Case("conversation", "last_seq", (5,), {}, TypeError))
 
     # -- Facts -------------------------------------------------------------------------------
-    for method in ("put", "get", "forget"):
+    for method in ("put", "get", "forget", "history"):
         extra: tuple[Any, ...] = (1,) if method == "put" else ()
         cases += _each("facts", method, (*BAD_IDS, None), InvalidId, after=extra)
     cases += _each("facts", "put", BAD_VALUES, InvalidValue, before=("k",))
@@ -338,6 +338,7 @@ def hostile_cases(now: float) -> list[Case]:
     cases += _ints("facts", "put", "expected_version", minimum=0, none_ok=True, args=("k", 1))
     cases += _ints("facts", "forget", "expected_version", minimum=0, none_ok=True, args=("k",))
     cases += _ints("facts", "all", "limit", minimum=1, none_ok=True)
+    cases += _ints("facts", "history", "limit", minimum=1, none_ok=True, args=("tea",))
     cases += _ints("facts", "search", "limit", minimum=1, none_ok=False, args=("tea",))
     cases += _each(
         "facts",

@@ -12,19 +12,33 @@ linear in the scope's facts; numpy when installed).
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 from memory_adapters.embedders import Embedding
 from memory_adapters.errors import AppendConflict, VersionConflict
 from memory_adapters.exact_vectors import Candidate, order, pack, screen
-from memory_adapters.facts import Fact
+from memory_adapters.facts import Fact, search_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.operations import (
+    DEFAULT_HISTORY_LIMIT,
+    ConversationInfo,
+    EraseReport,
+    FactChange,
+    Writer,
+    before_ok,
+    in_working_tree,
+    user_keys,
+    working_namespace_of,
+)
 from memory_adapters.store import Store, store_closed
+from memory_adapters.validation import dumps
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _K1 = 1.2
@@ -54,6 +68,8 @@ class _Conversation:
     total_tokens: int = 0
     batches: dict[str, tuple[int, int]] = field(default_factory=dict)
     summaries: list[Summary] = field(default_factory=list)
+    created_at: float = 0.0
+    last_activity: float = 0.0
 
 
 @dataclass(slots=True)
@@ -112,15 +128,17 @@ class InMemoryStore(Store):
         self._lock = threading.RLock()
         self._conversations: dict[str, _Conversation] = {}
         self._facts: dict[tuple[str, str], dict[str, _FactRow]] = {}
+        self._history: dict[tuple[str, str, str], list[FactChange]] = {}
         self._closed = False
 
     def share(self) -> InMemoryStore:
         """Another store over this one's data, closed independently of it."""
         other = InMemoryStore()
-        other._lock, other._conversations, other._facts = (
+        other._lock, other._conversations, other._facts, other._history = (
             self._lock,
             self._conversations,
             self._facts,
+            self._history,
         )
         return other
 
@@ -160,6 +178,8 @@ class InMemoryStore(Store):
                 conv.starts.append(conv.total_tokens)
                 conv.total_tokens += e.tokens
             result = AppendResult(first, first + len(entries) - 1)
+            conv.created_at = conv.created_at or now
+            conv.last_activity = now
             if idempotency_key is not None:
                 conv.batches[idempotency_key] = (result.first_seq, result.last_seq)
             return result
@@ -240,6 +260,8 @@ class InMemoryStore(Store):
         expires_at: float | None = None,
         expected_version: int | None = None,
         embedding: Embedding | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Fact:
         self._check_open()
         now = time.time()
@@ -262,7 +284,17 @@ class InMemoryStore(Store):
             )
             new.embed(embedding)
             facts[key] = new
+            if writer is not None:
+                change = FactChange(key, new.version, json.loads(data), "put", now, writer)
+                self._record(namespace, scope, key, change, history_limit)
             return new.fact(key)
+
+    def _record(self, namespace: str, scope: str, key: str, change: FactChange, limit: int) -> None:
+        changes = self._history.setdefault((namespace, scope, key), [])
+        changes.append(change)
+        del changes[: max(0, len(changes) - limit)]
+        if not changes:
+            del self._history[(namespace, scope, key)]
 
     def get_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
         self._check_open()
@@ -280,7 +312,14 @@ class InMemoryStore(Store):
         return out if limit is None else out[:limit]
 
     def delete_fact(
-        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        *,
+        expected_version: int | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> bool:
         self._check_open()
         now = time.time()
@@ -295,6 +334,11 @@ class InMemoryStore(Store):
             if row is None:
                 return False
             del facts[key]
+            if live and writer is not None:
+                change = FactChange.from_row(
+                    key, row.version, "forget", None, now, writer.to_json()
+                )
+                self._record(namespace, scope, key, change, history_limit)
             return live
 
     def search_facts(
@@ -409,3 +453,111 @@ class InMemoryStore(Store):
                     del facts[k]
                 removed += len(dead)
         return removed
+
+    # -- operations --------------------------------------------------------------------------
+
+    def list_conversations(
+        self, prefix: str, *, limit: int = 100, before: tuple[float, str] | None = None
+    ) -> list[ConversationInfo]:
+        self._check_open()
+        with self._lock:
+            found = [
+                (conv.last_activity, key, conv)
+                for key, conv in self._conversations.items()
+                if key.startswith(prefix)
+                and conv.rows
+                and before_ok(before, conv.last_activity, key)
+            ]
+            found.sort(key=lambda t: (t[0], t[1]), reverse=True)
+            return [
+                ConversationInfo.of(
+                    key, len(conv.rows), conv.total_tokens, conv.last_activity, conv.created_at
+                )
+                for _, key, conv in found[:limit]
+            ]
+
+    def _drop_conversation(self, key: str, counts: dict[str, int]) -> None:
+        conv = self._conversations.pop(key)
+        counts["conversations"] += 1
+        counts["messages"] += len(conv.rows)
+        counts["summaries"] += len(conv.summaries)
+
+    def _drop_facts(
+        self, namespace: str, owns: Callable[[str], bool], counts: dict[str, int]
+    ) -> None:
+        """Delete the facts (and their vectors and history) of every scope of ``namespace``
+        that ``owns``."""
+        working = namespace.endswith("#working")
+        for ns, scope in [k for k in self._facts if k[0] == namespace and owns(k[1])]:
+            facts = self._facts.pop((ns, scope))
+            counts["working" if working else "facts"] += len(facts)
+            counts["vectors"] += sum(len(row.vectors) for row in facts.values())
+        for hkey in [k for k in self._history if k[0] == namespace and owns(k[1])]:
+            counts["history"] += len(self._history.pop(hkey))
+
+    def erase(self, namespace: str, user_id: str) -> EraseReport:
+        self._check_open()
+        keys = user_keys(namespace, user_id)
+        counts = dict.fromkeys(EraseReport.__slots__, 0)
+        with self._lock:
+            for key in [k for k in self._conversations if keys.owns_conversation(k)]:
+                self._drop_conversation(key, counts)
+            self._drop_facts(namespace, keys.owns_fact_scope, counts)
+            self._drop_facts(keys.working_namespace, keys.owns_conversation, counts)
+        return EraseReport(**counts)
+
+    def delete_idle_conversations(self, namespace_prefix: str, idle_before: float) -> int:
+        self._check_open()
+        counts = dict.fromkeys(EraseReport.__slots__, 0)
+        with self._lock:
+            idle = [
+                key
+                for key, conv in self._conversations.items()
+                if key.startswith(namespace_prefix) and conv.last_activity < idle_before
+            ]
+            for key in idle:
+                self._drop_conversation(key, counts)
+                self._drop_facts(working_namespace_of(key), partial(in_working_tree, key), counts)
+        return len(idle)
+
+    def fact_history(
+        self, namespace: str, scope: str, key: str, *, limit: int | None = None
+    ) -> list[FactChange]:
+        self._check_open()
+        with self._lock:
+            changes = list(reversed(self._history.get((namespace, scope, key), [])))
+        return changes if limit is None else changes[:limit]
+
+    def restore_fact(
+        self,
+        namespace: str,
+        scope: str,
+        fact: Fact,
+        *,
+        history: Sequence[FactChange] = (),
+        embedding: Embedding | None = None,
+    ) -> bool:
+        self._check_open()
+        data = dumps(fact.value)
+        now = time.time()
+        with self._lock:
+            facts = self._facts.setdefault((namespace, scope), {})
+            row = facts.get(fact.key)
+            if row is not None and row.live(now) and row.version >= fact.version:
+                return False
+            new = _FactRow(
+                data,
+                _words(search_text(fact.key, fact.value)),
+                fact.version,
+                fact.importance,
+                fact.created_at,
+                fact.updated_at,
+                fact.expires_at,
+            )
+            new.embed(embedding)
+            facts[fact.key] = new
+            hkey = (namespace, scope, fact.key)
+            self._history.pop(hkey, None)
+            if history:
+                self._history[hkey] = list(reversed(history))  # given newest first
+            return True

@@ -45,8 +45,9 @@ from memory_adapters.embedders import WHOLE, Embedding
 from memory_adapters.errors import InvalidTTL, StoreUnavailable, VersionConflict
 from memory_adapters.exact_vectors import Candidate, order, pack, screen
 from memory_adapters.facts import Fact
+from memory_adapters.operations import DEFAULT_HISTORY_LIMIT, FactChange, Writer
 
-from .ops import FACTS, DuplicateKey, Op, Plan, Sleep
+from .ops import FACTS, HISTORY, DuplicateKey, Op, Plan, Sleep
 from .schema import check_size, text_bound
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -135,9 +136,12 @@ def put(
     expected_version: int | None,
     max_bytes: int,
     embedding: Embedding | None = None,
+    writer: Writer | None = None,
+    history_limit: int = DEFAULT_HISTORY_LIMIT,
 ) -> Plan[Fact]:
     """Create or replace a fact, with an optional compare-and-swap on its version; its
-    embedding replaces the one it had (``None``: removes it)."""
+    embedding replaces the one it had (``None``: removes it). With ``writer``, then record the
+    change in the fact's history (:func:`record`)."""
     indexed = words(text)
     estimate = 512 + text_bound(namespace, scope, key, data, text)
     estimate += sum(16 + text_bound(w) for w in indexed)
@@ -192,6 +196,9 @@ def put(
         except DuplicateKey:
             written = False  # created meanwhile by somebody else
         if written:
+            if writer is not None:
+                change = (key, current + 1, "put", data, now, writer.to_json())
+                yield from record(namespace, scope, change, history_limit)
             return Fact.from_row(key, data, current + 1, importance, created, now, expires_at)
         yield from _backoff(deadline, key)
 
@@ -213,8 +220,16 @@ def list_(namespace: str, scope: str, limit: int | None) -> Plan[list[Fact]]:
     return [_fact(d) for d in docs]
 
 
-def delete(namespace: str, scope: str, key: str, expected_version: int | None) -> Plan[bool]:
-    """Delete a fact, with an optional compare-and-swap on its version."""
+def delete(
+    namespace: str,
+    scope: str,
+    key: str,
+    expected_version: int | None,
+    writer: Writer | None = None,
+    history_limit: int = DEFAULT_HISTORY_LIMIT,
+) -> Plan[bool]:
+    """Delete a fact, with an optional compare-and-swap on its version (and, with ``writer``,
+    record the forget of a live fact in its history)."""
     deadline = time.monotonic() + CAS_DEADLINE_SECONDS
     while True:
         now = time.time()
@@ -227,6 +242,9 @@ def delete(namespace: str, scope: str, key: str, expected_version: int | None) -
             return False
         result = yield Op(FACTS, "delete_one", ({"_id": doc["_id"], "rev": doc["rev"]},))
         if result.deleted_count == 1:
+            if live and writer is not None:
+                change = (key, current, "forget", None, now, writer.to_json())
+                yield from record(namespace, scope, change, history_limit)
             return live
         yield from _backoff(deadline, key)
 
@@ -533,3 +551,126 @@ def prune() -> Plan[int]:
     }
     result = yield Op(FACTS, "delete_many", (where,))
     return int(result.deleted_count)
+
+
+# -- history -----------------------------------------------------------------------------------
+
+_HISTORY_ORDER = [("at", -1), ("_id", -1)]
+
+
+def record(
+    namespace: str,
+    scope: str,
+    change: tuple[str, int, str, str | None, float, str],
+    limit: int,
+) -> Plan[None]:
+    """Add ``change`` (key, version, op, data, at, writer JSON) to the fact's history, then
+    drop the versions beyond the newest ``limit``.
+
+    Without transactions this follows the fact's own write (one insert; a read of what is
+    beyond the limit, and a delete only when there is some): a process that dies in between
+    leaves the fact written and its history without that version.
+    """
+    key, version, op, data, at, writer = change
+    where = _where(namespace, scope, key)
+    doc = {**where, "version": version, "op": op, "data": data, "at": at, "writer": writer}
+    yield Op(HISTORY, "insert_one", (doc,))
+    beyond = yield Op(
+        HISTORY,
+        "find",
+        (where,),
+        {"projection": {"_id": 1}, "sort": _HISTORY_ORDER, "skip": limit, "limit": 1000},
+    )
+    if beyond:
+        yield Op(HISTORY, "delete_many", ({"_id": {"$in": [d["_id"] for d in beyond]}},))
+
+
+def history(namespace: str, scope: str, key: str, limit: int | None) -> Plan[list[FactChange]]:
+    """The fact's history, newest first."""
+    options: dict[str, Any] = {"projection": {"_id": 0}, "sort": _HISTORY_ORDER}
+    if limit is not None:
+        options["limit"] = limit
+    docs = yield Op(HISTORY, "find", (_where(namespace, scope, key),), options)
+    return [
+        FactChange.from_row(d["key"], d["version"], d["op"], d["data"], d["at"], d["writer"])
+        for d in docs
+    ]
+
+
+def restore(
+    namespace: str,
+    scope: str,
+    fact: Fact,
+    data: str,
+    text: str,
+    history: Sequence[FactChange],
+    embedding: Embedding | None,
+    max_bytes: int,
+) -> Plan[bool]:
+    """Write ``fact`` exactly as given unless the store holds it, live, at a version at least
+    as new; then replace its history with ``history`` (given newest first)."""
+    indexed = words(text)
+    fields: dict[str, Any] = {
+        "data": data,
+        "importance": fact.importance,
+        "expires_at": fact.expires_at,
+        "text": text,
+        "words": indexed,
+        "length": len(_WORD.findall(text.lower())),
+        "version": fact.version,
+        "created_at": fact.created_at,
+        "updated_at": fact.updated_at,
+    }
+    embedded = embedding_fields(embedding)
+    fields.update(embedded)
+    if fact.expires_at is not None:
+        fields["expires"] = _expires(fact.expires_at)
+    estimate = 512 + text_bound(namespace, scope, fact.key, data, text)
+    estimate += sum(16 + text_bound(w) for w in indexed)
+    if embedding is not None:
+        estimate += 64 + sum(32 + 4 * len(v) for v in embedding.vectors.values())
+    check_size(
+        estimate, lambda: {**_where(namespace, scope, fact.key), **fields}, max_bytes, "the fact"
+    )
+    where = _where(namespace, scope, fact.key)
+    deadline = time.monotonic() + CAS_DEADLINE_SECONDS
+    while True:
+        doc = yield Op(FACTS, "find_one", (where,), {"projection": _STATE})
+        if _is_live(doc, time.time()) and int(doc["version"]) >= fact.version:
+            return False
+        state = {**fields, "rev": secrets.token_hex(8)}
+        try:
+            if doc is None:
+                yield Op(FACTS, "insert_one", ({**where, **state},))
+                written = True
+            else:
+                update: dict[str, Any] = {"$set": state}
+                unset = {f: "" for f in _EMBEDDING if f not in embedded}
+                if fact.expires_at is None:
+                    unset["expires"] = ""
+                if unset:
+                    update["$unset"] = unset
+                result = yield Op(
+                    FACTS, "update_one", ({"_id": doc["_id"], "rev": doc["rev"]}, update)
+                )
+                written = result.matched_count == 1
+        except DuplicateKey:
+            written = False
+        if written:
+            break
+        yield from _backoff(deadline, fact.key)
+    yield Op(HISTORY, "delete_many", (where,))
+    if history:
+        docs = [
+            {
+                **where,
+                "version": c.version,
+                "op": c.op,
+                "data": c.data(),
+                "at": c.at,
+                "writer": c.writer.to_json(),
+            }
+            for c in reversed(history)
+        ]
+        yield Op(HISTORY, "insert_many", (docs,))
+    return True

@@ -18,7 +18,9 @@ somebody else appended first: it rereads the newest batch and tries again. Batch
 removed one by one (only a whole conversation is deleted), so every batch starts right after
 an existing one, and the log stays gapless and in order. ``ma_conversations`` keeps, per
 conversation, a *hint* of where the log ends (written after each insert, only ever moved
-forward), so that an append usually costs one small read and one insert.
+forward), so that an append usually costs one small read and one insert; it also records when
+the conversation was created and last appended to (``created_at``, ``last_activity``), which
+listing and retention read.
 
 A conditional append inserts only at ``expected_last_seq + 1``, so winning the insert proves
 the conversation ended there; otherwise it raises :class:`AppendConflict` having written
@@ -177,7 +179,16 @@ def _advance_head(
     """Move the head hint forward to the end of ``doc``, never backward, and never across a
     deletion of the conversation (which bumps the head's ``epoch``)."""
     last, total = doc["last_seq"], doc["end_tokens"]
-    update = {"$set": {"epoch": epoch, "last_seq": last, "total_tokens": total}}
+    at = doc.get("created_at", time.time())  # when the batch was appended
+    update = {
+        "$set": {
+            "epoch": epoch,
+            "last_seq": last,
+            "total_tokens": total,
+            "last_activity": at,
+        },
+        "$min": {"created_at": at},
+    }
     where = {"_id": conversation, "epoch": epoch, "last_seq": {"$lt": last}}
     # A duplicate key: the head exists and is already past this batch, or of a later epoch.
     with contextlib.suppress(DuplicateKey):
@@ -270,7 +281,14 @@ def delete_conversation(conversation: str) -> Plan[int]:
     yield Op(
         HEADS,
         "update_one",
-        ({"_id": conversation}, {"$inc": {"epoch": 1}, "$set": {"last_seq": 0, "total_tokens": 0}}),
+        (
+            {"_id": conversation},
+            {
+                "$inc": {"epoch": 1},
+                "$set": {"last_seq": 0, "total_tokens": 0},
+                "$unset": {"created_at": "", "last_activity": ""},
+            },
+        ),
         {"upsert": True},
     )
     yield Op(BATCHES, "delete_many", ({"conversation": conversation},))

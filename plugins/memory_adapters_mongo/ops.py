@@ -34,7 +34,9 @@ SUMMARIES = "ma_summaries"
 """Summaries of evicted ranges of a conversation."""
 FACTS = "ma_facts"
 """Long-term facts and working memory."""
-COLLECTIONS = (BATCHES, HEADS, SUMMARIES, FACTS)
+HISTORY = "ma_fact_history"
+"""Fact history: one document per put or forget of a fact, with its writer."""
+COLLECTIONS = (BATCHES, HEADS, SUMMARIES, FACTS, HISTORY)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,14 @@ Indexes (all prefixed ``ma_``):
 * ``ma_facts``: unique ``(scope, namespace, key)``; a TTL index on ``expires``; the word
   list ``(scope, namespace, words)`` for the search fallback; and, where the server has
   it, the text index ``(scope, namespace, text)``.
+* ``ma_fact_history``: ``(scope, namespace, key, at)``, a fact's versions newest first.
+* ``ma_conversations``: only its ``_id`` (the conversation key): listing and retention read a
+  key range of it (an anchored prefix) and sort that, so an append's update of the head does
+  not maintain another index.
 
 Shard keys, on a sharded cluster: ``{conversation: 1}`` for ``ma_batches``,
-``ma_conversations`` (its ``_id``) and ``ma_summaries``; ``{scope: 1}`` for ``ma_facts``.
+``ma_conversations`` (its ``_id``) and ``ma_summaries``; ``{scope: 1}`` for ``ma_facts`` and
+``ma_fact_history``.
 Every unique index above starts with that key, as MongoDB requires.
 """
 
@@ -26,7 +31,7 @@ from typing import Any
 
 from memory_adapters.errors import InvalidInput, StoreUnavailable, ValueTooLarge
 
-from .ops import BATCHES, FACTS, SUMMARIES, Op, Plan
+from .ops import BATCHES, FACTS, HISTORY, SUMMARIES, Op, Plan
 
 log = logging.getLogger("memory_adapters.mongo")
 
@@ -83,6 +88,11 @@ INDEXES = (
         FACTS, [("expires", 1)], {"name": "ma_facts_ttl", "expireAfterSeconds": TTL_GRACE_SECONDS}
     ),
     Index(FACTS, [("scope", 1), ("namespace", 1), ("words", 1)], {"name": "ma_facts_words"}),
+    Index(
+        HISTORY,
+        [("scope", 1), ("namespace", 1), ("key", 1), ("at", -1)],
+        {"name": "ma_fact_history_key"},
+    ),
 )
 
 TEXT_INDEX = Index(

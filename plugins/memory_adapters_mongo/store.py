@@ -16,12 +16,19 @@ from typing import Any, TypeVar
 
 from memory_adapters.embedders import Embedding
 from memory_adapters.errors import InvalidId, InvalidInput
-from memory_adapters.facts import Fact
+from memory_adapters.facts import Fact, search_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.operations import (
+    DEFAULT_HISTORY_LIMIT,
+    ConversationInfo,
+    EraseReport,
+    FactChange,
+    Writer,
+)
 from memory_adapters.store import Store
-from memory_adapters.validation import MAX_INT, describe
+from memory_adapters.validation import MAX_INT, describe, dumps
 
-from . import facts, log
+from . import facts, log, operations
 from .clients import Clients
 from .ops import Handles, Plan, run_async, run_sync
 from .schema import MAX_DOCUMENT_BYTES, TEXT_SEARCH_MODES, VECTOR_SEARCH_MODES, ensure
@@ -81,6 +88,19 @@ def _embedding(value: object) -> Embedding | None:
             raise InvalidInput(f"an embedding vector of {len(checked)} dimensions, not {dims}")
         vectors[_text(field, "embedding field")] = checked
     return Embedding(model, dims, vectors)
+
+
+def _writer(value: object) -> Writer | None:
+    """``value`` checked to be a :class:`Writer` of plain strings (or ``None``)."""
+    if value is None:
+        return None
+    if not isinstance(value, Writer):
+        raise InvalidInput(f"writer must be a Writer, not {type(value).__name__}")
+    if value.kind not in ("application", "model"):
+        raise InvalidInput(f"writer kind must be 'application' or 'model', not {value.kind!r}")
+    for what in ("run_id", "framework", "agent", "model"):
+        _opt_text(getattr(value, what), f"writer {what}")
+    return value
 
 
 def _entries(entries: Sequence[Entry]) -> list[Entry]:
@@ -271,8 +291,12 @@ class MongoStore(Store):
         expires_at: float | None,
         expected_version: int | None,
         embedding: Embedding | None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Callable[[], Plan[Fact]]:
         namespace, scope, key = self._fact_key(namespace, scope, key)
+        writer = _writer(writer)
+        history_limit = _int(history_limit, "history_limit")
         checked = _embedding(embedding)
         data = _text(data, "data")
         text = _text(text, "text")
@@ -290,6 +314,84 @@ class MongoStore(Store):
             expected_version=expected_version,
             max_bytes=self.max_document_bytes,
             embedding=checked,
+            writer=writer,
+            history_limit=history_limit,
+        )
+
+    def _delete(
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        expected_version: int | None,
+        writer: Writer | None,
+        history_limit: int,
+    ) -> Callable[[], Plan[bool]]:
+        namespace, scope, key = self._fact_key(namespace, scope, key)
+        expected_version = _opt_int(expected_version, "expected_version")
+        writer = _writer(writer)
+        history_limit = _int(history_limit, "history_limit")
+        return lambda: facts.delete(namespace, scope, key, expected_version, writer, history_limit)
+
+    def _list_conversations(
+        self, prefix: str, limit: int, before: tuple[float, str] | None
+    ) -> Callable[[], Plan[list[ConversationInfo]]]:
+        prefix = _text(prefix, "prefix")
+        limit = _int(limit, "limit")
+        if before is not None:
+            before = (_number(before[0], "before"), _text(before[1], "before"))
+        return lambda: operations.list_conversations(prefix, limit, before)
+
+    def _erase(self, namespace: str, user_id: str) -> Callable[[], Plan[EraseReport]]:
+        namespace = _text(namespace, "namespace")
+        user_id = _text(user_id, "user_id")
+        return lambda: operations.erase(namespace, user_id)
+
+    def _idle(self, namespace_prefix: str, idle_before: float) -> Callable[[], Plan[int]]:
+        namespace_prefix = _text(namespace_prefix, "namespace_prefix")
+        idle_before = _number(idle_before, "idle_before")
+        return lambda: operations.delete_idle(namespace_prefix, idle_before)
+
+    def _history(
+        self, namespace: str, scope: str, key: str, limit: int | None
+    ) -> Callable[[], Plan[list[FactChange]]]:
+        namespace, scope, key = self._fact_key(namespace, scope, key)
+        limit = _opt_int(limit, "limit")
+        return lambda: facts.history(namespace, scope, key, limit)
+
+    def _restore(
+        self,
+        namespace: str,
+        scope: str,
+        fact: Fact,
+        history: Sequence[FactChange],
+        embedding: Embedding | None,
+    ) -> Callable[[], Plan[bool]]:
+        if not isinstance(fact, Fact):
+            raise InvalidInput(f"restore_fact takes a Fact, not {type(fact).__name__}")
+        namespace, scope, key = self._fact_key(namespace, scope, fact.key)
+        checked = Fact(
+            key,
+            fact.value,
+            _int(fact.version, "version"),
+            _number(fact.importance, "importance"),
+            _number(fact.created_at, "created_at"),
+            _number(fact.updated_at, "updated_at"),
+            None if fact.expires_at is None else _number(fact.expires_at, "expires_at"),
+        )
+        changes = list(history)
+        for c in changes:
+            if not isinstance(c, FactChange):
+                raise InvalidInput(f"history holds FactChange objects, not {type(c).__name__}")
+            _text(c.key, "history key")
+            _int(c.version, "history version")
+            _number(c.at, "history at")
+            _writer(c.writer)
+        emb = _embedding(embedding)
+        data = dumps(fact.value)
+        text = search_text(key, fact.value)
+        return lambda: facts.restore(
+            namespace, scope, checked, data, text, changes, emb, self.max_document_bytes
         )
 
     @staticmethod
@@ -401,6 +503,8 @@ class MongoStore(Store):
         expires_at: float | None = None,
         expected_version: int | None = None,
         embedding: Embedding | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Fact:
         return self._run(
             self._put_fact(
@@ -413,6 +517,8 @@ class MongoStore(Store):
                 expires_at,
                 expected_version,
                 embedding,
+                writer,
+                history_limit,
             )
         )
 
@@ -426,11 +532,18 @@ class MongoStore(Store):
         return self._run(lambda: facts.list_(namespace, scope, limit))
 
     def delete_fact(
-        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        *,
+        expected_version: int | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> bool:
-        namespace, scope, key = self._fact_key(namespace, scope, key)
-        expected_version = _opt_int(expected_version, "expected_version")
-        return self._run(lambda: facts.delete(namespace, scope, key, expected_version))
+        return self._run(
+            self._delete(namespace, scope, key, expected_version, writer, history_limit)
+        )
 
     def search_facts(
         self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
@@ -475,6 +588,35 @@ class MongoStore(Store):
 
     def prune(self) -> int:
         return self._run(facts.prune)
+
+    # -- operations ------------------------------------------------------------------------
+
+    def list_conversations(
+        self, prefix: str, *, limit: int = 100, before: tuple[float, str] | None = None
+    ) -> list[ConversationInfo]:
+        return self._run(self._list_conversations(prefix, limit, before))
+
+    def erase(self, namespace: str, user_id: str) -> EraseReport:
+        return self._run(self._erase(namespace, user_id))
+
+    def delete_idle_conversations(self, namespace_prefix: str, idle_before: float) -> int:
+        return self._run(self._idle(namespace_prefix, idle_before))
+
+    def fact_history(
+        self, namespace: str, scope: str, key: str, *, limit: int | None = None
+    ) -> list[FactChange]:
+        return self._run(self._history(namespace, scope, key, limit))
+
+    def restore_fact(
+        self,
+        namespace: str,
+        scope: str,
+        fact: Fact,
+        *,
+        history: Sequence[FactChange] = (),
+        embedding: Embedding | None = None,
+    ) -> bool:
+        return self._run(self._restore(namespace, scope, fact, history, embedding))
 
     # -- async twins: the same plans, awaited on an async client ---------------------------
 
@@ -533,6 +675,8 @@ class MongoStore(Store):
         expires_at: float | None = None,
         expected_version: int | None = None,
         embedding: Embedding | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Fact:
         return await self._arun(
             self._put_fact(
@@ -545,6 +689,8 @@ class MongoStore(Store):
                 expires_at,
                 expected_version,
                 embedding,
+                writer,
+                history_limit,
             )
         )
 
@@ -560,11 +706,18 @@ class MongoStore(Store):
         return await self._arun(lambda: facts.list_(namespace, scope, limit))
 
     async def adelete_fact(
-        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        *,
+        expected_version: int | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> bool:
-        namespace, scope, key = self._fact_key(namespace, scope, key)
-        expected_version = _opt_int(expected_version, "expected_version")
-        return await self._arun(lambda: facts.delete(namespace, scope, key, expected_version))
+        return await self._arun(
+            self._delete(namespace, scope, key, expected_version, writer, history_limit)
+        )
 
     async def asearch_facts(
         self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
@@ -599,6 +752,33 @@ class MongoStore(Store):
 
     async def aprune(self) -> int:
         return await self._arun(facts.prune)
+
+    async def alist_conversations(
+        self, prefix: str, *, limit: int = 100, before: tuple[float, str] | None = None
+    ) -> list[ConversationInfo]:
+        return await self._arun(self._list_conversations(prefix, limit, before))
+
+    async def aerase(self, namespace: str, user_id: str) -> EraseReport:
+        return await self._arun(self._erase(namespace, user_id))
+
+    async def adelete_idle_conversations(self, namespace_prefix: str, idle_before: float) -> int:
+        return await self._arun(self._idle(namespace_prefix, idle_before))
+
+    async def afact_history(
+        self, namespace: str, scope: str, key: str, *, limit: int | None = None
+    ) -> list[FactChange]:
+        return await self._arun(self._history(namespace, scope, key, limit))
+
+    async def arestore_fact(
+        self,
+        namespace: str,
+        scope: str,
+        fact: Fact,
+        *,
+        history: Sequence[FactChange] = (),
+        embedding: Embedding | None = None,
+    ) -> bool:
+        return await self._arun(self._restore(namespace, scope, fact, history, embedding))
 
     def __repr__(self) -> str:
         return f"<MongoStore database={self.database!r}>"

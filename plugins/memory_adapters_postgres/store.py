@@ -67,9 +67,19 @@ from memory_adapters.errors import (
     StoreUnavailable,
     VersionConflict,
 )
-from memory_adapters.facts import Fact, bound_search_text
+from memory_adapters.facts import Fact, bound_search_text, search_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.operations import (
+    DEFAULT_HISTORY_LIMIT,
+    ConversationInfo,
+    EraseReport,
+    FactChange,
+    Writer,
+    user_keys,
+    working_namespace_of,
+)
 from memory_adapters.store import Store, prefix_upper_bound, store_closed
+from memory_adapters.validation import dumps
 
 from .diagnose import (
     connect_error,
@@ -150,6 +160,20 @@ _WRITE_VECTORS = (
     "ON CONFLICT (namespace, scope, key, field) DO UPDATE SET model = excluded.model, "
     "dims = excluded.dims, embedding = excluded.embedding) "
     "SELECT * FROM w"
+)
+
+# After a CTE "w" that wrote (or deleted) the fact %(ns)s/%(sc)s/%(k)s and returns its
+# "version" (and "live", for a delete): record the change in its history, written by %(wr)s,
+# and keep the newest %(keep)s + 1 versions (the row inserted here is not visible to the
+# DELETE of the same statement, hence keep = limit - 1). For ", ..." before the final SELECT.
+_WRITE_HISTORY = (
+    ", h AS (INSERT INTO {s}.fact_history (namespace, scope, key, version, op, data, at, "
+    "writer) SELECT %(ns)s, %(sc)s, %(k)s, w.version, {op}, {data}, %(now)s, %(wr)s "
+    "FROM w WHERE {live}), "
+    "hp AS (DELETE FROM {s}.fact_history WHERE namespace = %(ns)s "
+    'AND scope COLLATE "C" = %(sc)s AND key = %(k)s AND EXISTS (SELECT 1 FROM w WHERE {live}) '
+    "AND id <= (SELECT id FROM {s}.fact_history WHERE namespace = %(ns)s "
+    'AND scope COLLATE "C" = %(sc)s AND key = %(k)s ORDER BY id DESC OFFSET %(keep)s LIMIT 1)) '
 )
 _FACT = "key, data, version, importance, created_at, updated_at, expires_at"
 
@@ -960,6 +984,8 @@ class PostgresStore(Store):
         expires_at: float | None = None,
         expected_version: int | None = None,
         embedding: Embedding | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Op[Fact]:
         now = time.time()
         model, dims, fields, flat = _vector_rows(embedding)
@@ -981,6 +1007,7 @@ class PostgresStore(Store):
             "fields": fields,
             "flat": flat,
         }
+        tail = self._history_ctes(p, writer, history_limit, "put") + _WRITE_VECTORS
         live = "(f.expires_at IS NULL OR f.expires_at > %(now)s)"
         if expected_version is None or expected_version == 0:
             guard = "" if expected_version is None else f"WHERE NOT {live}"
@@ -997,7 +1024,7 @@ class PostgresStore(Store):
                     "importance = excluded.importance, updated_at = excluded.updated_at, "
                     f"expires_at = excluded.expires_at, search = excluded.search, "
                     f"embed_model = excluded.embed_model {guard} "
-                    "RETURNING version, created_at)" + _WRITE_VECTORS
+                    "RETURNING version, created_at)" + tail
                 ),
                 p,
                 "one",
@@ -1010,7 +1037,7 @@ class PostgresStore(Store):
                     "search = to_tsvector('simple', %(t)s), embed_model = %(m)s "
                     "WHERE namespace = %(ns)s AND "
                     f"scope = %(sc)s AND key = %(k)s AND version = %(ev)s AND {live} "
-                    "RETURNING version, created_at)" + _WRITE_VECTORS
+                    "RETURNING version, created_at)" + tail
                 ),
                 p,
                 "one",
@@ -1044,17 +1071,28 @@ class PostgresStore(Store):
         return [_fact(r) for r in rows]
 
     def _delete_fact(
-        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        *,
+        expected_version: int | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Op[bool]:
         now = time.time()
+        p = {"ns": namespace, "sc": scope, "k": key, "ev": expected_version, "now": now}
+        history = self._history_ctes(p, writer, history_limit, "forget")
         row = yield Q(
             self.q(
-                "DELETE FROM {s}.facts WHERE namespace = %(ns)s AND scope = %(sc)s AND key = %(k)s "
-                "AND (%(ev)s::bigint IS NULL OR (version = %(ev)s AND "
+                "WITH w AS (DELETE FROM {s}.facts WHERE namespace = %(ns)s AND scope = %(sc)s "
+                "AND key = %(k)s AND (%(ev)s::bigint IS NULL OR (version = %(ev)s AND "
                 "(expires_at IS NULL OR expires_at > %(now)s))) "
-                "RETURNING expires_at IS NULL OR expires_at > %(now)s"
+                "RETURNING version, expires_at IS NULL OR expires_at > %(now)s AS live)"
+                + history
+                + " SELECT live FROM w"
             ),
-            {"ns": namespace, "sc": scope, "k": key, "ev": expected_version, "now": now},
+            p,
             "one",
         )
         if row is None and expected_version is not None:
@@ -1229,6 +1267,26 @@ class PostgresStore(Store):
         )
         return [r[0] for r in rows]
 
+    def _history_ctes(
+        self,
+        params: dict[str, Any],
+        writer: Writer | None,
+        limit: int,
+        op: str,
+    ) -> str:
+        """The CTEs that record a change (``params`` gains theirs; a put's value is its
+        ``%(d)s``), or ``""`` without a writer (no history: the statement stays as it was)."""
+        if writer is None or limit <= 0:
+            return ""
+        params.update(wr=writer.to_json(), keep=limit - 1)
+        put = op == "put"
+        return _WRITE_HISTORY.format(
+            s="{s}",
+            live="true" if put else "w.live",
+            op="'put'" if put else "'forget'",
+            data="%(d)s" if put else "NULL",
+        )
+
     def _prune(self) -> Op[int]:
         count: int = yield Q(
             self.q("DELETE FROM {s}.facts WHERE expires_at IS NOT NULL AND expires_at <= %s"),
@@ -1236,6 +1294,177 @@ class PostgresStore(Store):
             "rowcount",
         )
         return count
+
+    # -- operations --------------------------------------------------------------------------
+
+    def _list_conversations(
+        self, prefix: str, *, limit: int = 100, before: tuple[float, str] | None = None
+    ) -> Op[list[ConversationInfo]]:
+        upper = prefix_upper_bound(prefix)
+        below = "" if upper is None else ' AND key COLLATE "C" < %(hi)s::text'
+        rows = yield Q(
+            self.q(
+                "SELECT key, last_seq, total_tokens, last_activity, created_at "
+                'FROM {s}.conversations WHERE key COLLATE "C" >= %(lo)s::text' + below + " "
+                "AND last_seq > 0 AND (%(b0)s::float8 IS NULL OR last_activity < %(b0)s "
+                'OR (last_activity = %(b0)s AND key COLLATE "C" < %(b1)s::text)) '
+                'ORDER BY last_activity DESC, key COLLATE "C" DESC LIMIT %(n)s'
+            ),
+            {
+                "lo": prefix,
+                "hi": upper,
+                "b0": None if before is None else before[0],
+                "b1": None if before is None else before[1],
+                "n": limit,
+            },
+        )
+        return [ConversationInfo.of(*row) for row in rows]
+
+    def _erase(self, namespace: str, user_id: str) -> Op[EraseReport]:
+        keys = user_keys(namespace, user_id)
+
+        def within(col: str, prefix: str) -> str:
+            return f'({col} COLLATE "C" >= %({prefix})s AND {col} COLLATE "C" < %({prefix}_hi)s)'
+
+        mine = f"(scope = %(us)s OR {within('scope', 'ap')} OR {within('scope', 'cp')})"
+        work = within("scope", "lo")
+        p: dict[str, Any] = {"ns": namespace, "wns": keys.working_namespace, "us": keys.user_scope}
+        for name, prefix in (
+            ("lo", keys.conversation_prefix),
+            ("ap", keys.agent_prefix),
+            ("cp", keys.conversation_scope_prefix),
+        ):
+            p[name], p[name + "_hi"] = prefix, prefix_upper_bound(prefix)
+        row = yield Q(
+            self.q(
+                "WITH k AS (SELECT key FROM {s}.conversations WHERE "
+                + within("key", "lo")
+                + "), h AS (DELETE FROM {s}.conversations WHERE key IN (SELECT key FROM k) "
+                "RETURNING 1), m AS (DELETE FROM {s}.messages WHERE conversation IN "
+                "(SELECT key FROM k) RETURNING 1), b AS (DELETE FROM {s}.batches WHERE "
+                "conversation IN (SELECT key FROM k)), su AS (DELETE FROM {s}.summaries WHERE "
+                + within("conversation", "lo")
+                + " RETURNING 1), v AS (SELECT count(*) AS n FROM {s}.fact_vectors WHERE "
+                f"(namespace = %(ns)s AND {mine}) OR (namespace = %(wns)s AND {work})), "
+                f"f AS (DELETE FROM {{s}}.facts WHERE namespace = %(ns)s AND {mine} RETURNING 1), "
+                f"w AS (DELETE FROM {{s}}.facts WHERE namespace = %(wns)s AND {work} RETURNING 1), "
+                "hi AS (DELETE FROM {s}.fact_history WHERE "
+                f"(namespace = %(ns)s AND {mine}) OR (namespace = %(wns)s AND {work}) RETURNING 1) "
+                "SELECT (SELECT count(*) FROM h), (SELECT count(*) FROM m), "
+                "(SELECT count(*) FROM su), (SELECT count(*) FROM f), (SELECT count(*) FROM w), "
+                "(SELECT n FROM v), (SELECT count(*) FROM hi)"
+            ),
+            p,
+            "one",
+        )
+        return EraseReport(*(int(x) for x in row))
+
+    def _delete_idle_conversations(self, namespace_prefix: str, idle_before: float) -> Op[int]:
+        upper = prefix_upper_bound(namespace_prefix)
+        below = "" if upper is None else ' AND key COLLATE "C" < %(hi)s::text'
+        rows = yield Q(
+            self.q(
+                'SELECT key FROM {s}.conversations WHERE key COLLATE "C" >= %(lo)s::text'
+                + below
+                + " AND last_activity < %(t)s"
+            ),
+            {"lo": namespace_prefix, "hi": upper, "t": idle_before},
+        )
+        if not rows:
+            return 0
+        idle = [r[0] for r in rows]
+        # Deleted only if still idle (an append since the read keeps the conversation).
+        row = yield Q(
+            self.q(
+                "WITH x AS (SELECT * FROM unnest(%(keys)s::text[], %(wns)s::text[]) "
+                "AS x(key, wns)), h AS (DELETE FROM {s}.conversations c USING x "
+                "WHERE c.key = x.key AND c.last_activity < %(t)s RETURNING c.key, x.wns), "
+                "m AS (DELETE FROM {s}.messages WHERE conversation IN (SELECT key FROM h)), "
+                "b AS (DELETE FROM {s}.batches WHERE conversation IN (SELECT key FROM h)), "
+                "su AS (DELETE FROM {s}.summaries WHERE conversation IN (SELECT key FROM h)), "
+                "w AS (DELETE FROM {s}.facts f USING h WHERE f.namespace = h.wns AND "
+                "(f.scope = h.key OR (f.scope COLLATE \"C\" >= h.key || '/' "
+                "AND f.scope COLLATE \"C\" < h.key || '0'))) "
+                "SELECT count(*) FROM h"
+            ),
+            {"keys": idle, "wns": [working_namespace_of(k) for k in idle], "t": idle_before},
+            "one",
+        )
+        return int(row[0])
+
+    def _fact_history(
+        self, namespace: str, scope: str, key: str, *, limit: int | None = None
+    ) -> Op[list[FactChange]]:
+        rows = yield Q(
+            self.q(
+                "SELECT key, version, op, data, at, writer FROM {s}.fact_history "
+                'WHERE namespace = %s AND scope COLLATE "C" = %s AND key = %s '
+                "ORDER BY id DESC LIMIT %s"
+            ),
+            (namespace, scope, key, limit),
+        )
+        return [FactChange.from_row(*row) for row in rows]
+
+    def _restore_fact(
+        self,
+        namespace: str,
+        scope: str,
+        fact: Fact,
+        *,
+        history: Sequence[FactChange] = (),
+        embedding: Embedding | None = None,
+    ) -> Op[bool]:
+        model, dims, fields, flat = _vector_rows(embedding)
+        if fields:
+            yield from self._ensure_index(dims)
+        changes = list(reversed(history))  # given newest first: ids in time order
+        p = {
+            "ns": namespace,
+            "sc": scope,
+            "k": fact.key,
+            "d": dumps(fact.value),
+            "t": search_text(fact.key, fact.value),
+            "v": fact.version,
+            "i": fact.importance,
+            "ca": fact.created_at,
+            "ua": fact.updated_at,
+            "exp": fact.expires_at,
+            "now": time.time(),
+            "m": model,
+            "dims": dims,
+            "fields": fields,
+            "flat": flat,
+            "hv": [c.version for c in changes],
+            "hop": [c.op for c in changes],
+            "hd": [c.data() for c in changes],
+            "hat": [c.at for c in changes],
+            "hw": [c.writer.to_json() for c in changes],
+        }
+        row = yield Q(
+            self.q(
+                "WITH w AS (INSERT INTO {s}.facts AS f (namespace, scope, key, data, version, "
+                "importance, created_at, updated_at, expires_at, search, embed_model) VALUES "
+                "(%(ns)s, %(sc)s, %(k)s, %(d)s, %(v)s, %(i)s, %(ca)s, %(ua)s, %(exp)s, "
+                "to_tsvector('simple', %(t)s), %(m)s) "
+                "ON CONFLICT (namespace, scope, key) DO UPDATE SET data = excluded.data, "
+                "version = excluded.version, importance = excluded.importance, "
+                "created_at = excluded.created_at, updated_at = excluded.updated_at, "
+                "expires_at = excluded.expires_at, search = excluded.search, "
+                "embed_model = excluded.embed_model WHERE f.version < excluded.version "
+                "OR NOT (f.expires_at IS NULL OR f.expires_at > %(now)s) "
+                "RETURNING version, created_at), "
+                "hd AS (DELETE FROM {s}.fact_history WHERE namespace = %(ns)s "
+                'AND scope COLLATE "C" = %(sc)s AND key = %(k)s AND EXISTS (SELECT 1 FROM w)), '
+                "hi AS (INSERT INTO {s}.fact_history (namespace, scope, key, version, op, data, "
+                "at, writer) SELECT %(ns)s, %(sc)s, %(k)s, u.v, u.op, u.d, u.at, u.wr "
+                "FROM w, unnest(%(hv)s::bigint[], %(hop)s::text[], %(hd)s::text[], "
+                "%(hat)s::float8[], %(hw)s::text[]) WITH ORDINALITY AS u(v, op, d, at, wr, n) "
+                "ORDER BY u.n)" + _WRITE_VECTORS
+            ),
+            p,
+            "one",
+        )
+        return row is not None
 
     # -- the contract: sync methods ------------------------------------------------------------
 
@@ -1315,6 +1544,8 @@ class PostgresStore(Store):
         expires_at: float | None = None,
         expected_version: int | None = None,
         embedding: Embedding | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Fact:
         return self._run(
             lambda: self._put_fact(
@@ -1327,6 +1558,8 @@ class PostgresStore(Store):
                 expires_at=expires_at,
                 expected_version=expected_version,
                 embedding=embedding,
+                writer=writer,
+                history_limit=history_limit,
             )
         )
 
@@ -1337,10 +1570,24 @@ class PostgresStore(Store):
         return self._run(lambda: self._list_facts(namespace, scope, limit=limit))
 
     def delete_fact(
-        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        *,
+        expected_version: int | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> bool:
         return self._run(
-            lambda: self._delete_fact(namespace, scope, key, expected_version=expected_version)
+            lambda: self._delete_fact(
+                namespace,
+                scope,
+                key,
+                expected_version=expected_version,
+                writer=writer,
+                history_limit=history_limit,
+            )
         )
 
     def search_facts(
@@ -1382,6 +1629,35 @@ class PostgresStore(Store):
 
     def prune(self) -> int:
         return self._run(self._prune)
+
+    def list_conversations(
+        self, prefix: str, *, limit: int = 100, before: tuple[float, str] | None = None
+    ) -> list[ConversationInfo]:
+        return self._run(lambda: self._list_conversations(prefix, limit=limit, before=before))
+
+    def erase(self, namespace: str, user_id: str) -> EraseReport:
+        return self._run(lambda: self._erase(namespace, user_id))
+
+    def delete_idle_conversations(self, namespace_prefix: str, idle_before: float) -> int:
+        return self._run(lambda: self._delete_idle_conversations(namespace_prefix, idle_before))
+
+    def fact_history(
+        self, namespace: str, scope: str, key: str, *, limit: int | None = None
+    ) -> list[FactChange]:
+        return self._run(lambda: self._fact_history(namespace, scope, key, limit=limit))
+
+    def restore_fact(
+        self,
+        namespace: str,
+        scope: str,
+        fact: Fact,
+        *,
+        history: Sequence[FactChange] = (),
+        embedding: Embedding | None = None,
+    ) -> bool:
+        return self._run(
+            lambda: self._restore_fact(namespace, scope, fact, history=history, embedding=embedding)
+        )
 
     def close(self) -> None:
         """Close the store (and its pool, unless the application gave it one)."""

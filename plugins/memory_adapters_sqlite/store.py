@@ -37,9 +37,19 @@ from typing import TYPE_CHECKING, Any
 from memory_adapters.embedders import Embedding
 from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
 from memory_adapters.exact_vectors import Candidate, order, pack, screen
-from memory_adapters.facts import Fact
+from memory_adapters.facts import Fact, search_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.operations import (
+    DEFAULT_HISTORY_LIMIT,
+    ConversationInfo,
+    EraseReport,
+    FactChange,
+    Writer,
+    user_keys,
+    working_namespace_of,
+)
 from memory_adapters.store import Store, prefix_upper_bound, store_closed
+from memory_adapters.validation import dumps
 
 if TYPE_CHECKING:
     from memory_adapters.steps import StoreCall
@@ -123,7 +133,34 @@ table would spill every vector of 256 dimensions or more to an overflow page.) A
 vectors are rewritten whenever its expiry can change (every ``put_fact``). The trigger
 deletes a fact's vectors with the fact (expiry, ``delete_fact``, ``prune``)."""
 
-MIGRATIONS = (SCHEMA, VECTORS)
+OPERATIONS = """
+ALTER TABLE ma_conversations ADD COLUMN created_at REAL NOT NULL DEFAULT 0;
+ALTER TABLE ma_conversations ADD COLUMN last_activity REAL NOT NULL DEFAULT 0;
+UPDATE ma_conversations SET
+    created_at = coalesce((SELECT m.created_at FROM ma_messages AS m
+        WHERE m.conversation = ma_conversations.key ORDER BY m.seq LIMIT 1), 0),
+    last_activity = coalesce((SELECT m.created_at FROM ma_messages AS m
+        WHERE m.conversation = ma_conversations.key ORDER BY m.seq DESC LIMIT 1), 0);
+CREATE TABLE IF NOT EXISTS ma_fact_history (
+    id INTEGER PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    op TEXT NOT NULL,
+    data TEXT,
+    at REAL NOT NULL,
+    writer TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ma_fact_history_key ON ma_fact_history (namespace, scope, key, id);
+"""
+"""Version 3: operations (issue 14). ``ma_conversations`` records when a conversation was
+created and last appended to (existing rows take the times of their first and newest
+message), for listing and retention; it has no index on them, so an append updates its head
+row as before (listing sorts the conversations of one key range). ``ma_fact_history`` keeps
+each put and forget of a fact with its writer (JSON), written in the fact's transaction."""
+
+MIGRATIONS = (SCHEMA, VECTORS, OPERATIONS)
 """The scripts that bring a database from version ``i`` (``PRAGMA user_version``) to
 ``i + 1``, in order. A new database runs them all; an existing one the ones it lacks, in one
 transaction. Add a script to change the schema; never edit one that was released."""
@@ -192,8 +229,48 @@ def _insert_vectors(
     )
 
 
-def _record(row: tuple[Any, ...]) -> Record:
+def _message(row: tuple[Any, ...]) -> Record:
     return Record.from_row(row[0], row[1], row[2], row[3], row[4], row[5])
+
+
+def _record(
+    db: sqlite3.Connection,
+    namespace: str,
+    scope: str,
+    change: tuple[str, int, str, str | None, float, str],
+    limit: int,
+) -> None:
+    """Add ``change`` (key, version, op, data, at, writer JSON) to the fact's history and
+    keep its newest ``limit`` versions, in the caller's transaction."""
+    db.execute(
+        "INSERT INTO ma_fact_history (namespace, scope, key, version, op, data, at, writer) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (namespace, scope, *change),
+    )
+    db.execute(
+        "DELETE FROM ma_fact_history WHERE namespace = :ns AND scope = :sc AND key = :k "
+        "AND id <= (SELECT id FROM ma_fact_history WHERE namespace = :ns AND scope = :sc "
+        "AND key = :k ORDER BY id DESC LIMIT 1 OFFSET :keep)",
+        {"ns": namespace, "sc": scope, "k": change[0], "keep": limit},
+    )
+
+
+def _in_ranges(column: str, exact: Sequence[str], prefixes: Sequence[str]) -> tuple[str, list[str]]:
+    """A condition on ``column``: equal to one of ``exact`` or starting with one of
+    ``prefixes`` (index ranges, no pattern syntax), and its parameters."""
+    terms: list[str] = []
+    params: list[str] = []
+    for value in exact:
+        terms.append(f"{column} = ?")
+        params.append(value)
+    for prefix in prefixes:
+        upper = prefix_upper_bound(prefix)
+        if upper is None:
+            terms.append("1")
+        else:
+            terms.append(f"({column} >= ? AND {column} < ?)")
+            params += [prefix, upper]
+    return "(" + " OR ".join(terms or ["0"]) + ")", params
 
 
 def _fact(row: tuple[Any, ...], score: float | None = None) -> Fact:
@@ -397,10 +474,11 @@ class SQLiteStore(Store):
                 rows,
             )
             db.execute(
-                "INSERT INTO ma_conversations (key, last_seq, total_tokens) VALUES (?, ?, ?) "
+                "INSERT INTO ma_conversations (key, last_seq, total_tokens, created_at, "
+                "last_activity) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (key) DO UPDATE SET last_seq = excluded.last_seq, "
-                "total_tokens = excluded.total_tokens",
-                (conversation, first + len(entries) - 1, total),
+                "total_tokens = excluded.total_tokens, last_activity = excluded.last_activity",
+                (conversation, first + len(entries) - 1, total, now, now),
             )
         return AppendResult(first, first + len(entries) - 1)
 
@@ -422,7 +500,7 @@ class SQLiteStore(Store):
                     "ORDER BY start_tokens DESC, seq DESC LIMIT :n",
                     {"c": conversation, "budget": max_tokens, "n": limit},
                 ).fetchall()
-        return [_record(r) for r in reversed(rows)]
+        return [_message(r) for r in reversed(rows)]
 
     def read(
         self,
@@ -443,7 +521,7 @@ class SQLiteStore(Store):
                     -1 if limit is None else limit,
                 ),
             ).fetchall()
-        return [_record(r) for r in rows]
+        return [_message(r) for r in rows]
 
     def last_seq(self, conversation: str) -> int:
         with self._connection() as db:
@@ -516,6 +594,8 @@ class SQLiteStore(Store):
         expires_at: float | None = None,
         expected_version: int | None = None,
         embedding: Embedding | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> Fact:
         now = time.time()
         model = None if embedding is None else embedding.model
@@ -549,6 +629,9 @@ class SQLiteStore(Store):
             if embedding is not None:
                 owner = _owner(namespace, scope)
                 _insert_vectors(db, fact_id, owner, expires_at, embedding)
+            if writer is not None:
+                change = (key, version + 1, "put", data, now, writer.to_json())
+                _record(db, namespace, scope, change, history_limit)
         return Fact.from_row(key, data, version + 1, importance, created, now, expires_at)
 
     def get_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
@@ -570,10 +653,18 @@ class SQLiteStore(Store):
         return [_fact(r) for r in rows]
 
     def delete_fact(
-        self, namespace: str, scope: str, key: str, *, expected_version: int | None = None
+        self,
+        namespace: str,
+        scope: str,
+        key: str,
+        *,
+        expected_version: int | None = None,
+        writer: Writer | None = None,
+        history_limit: int = DEFAULT_HISTORY_LIMIT,
     ) -> bool:
+        now = time.time()
         with self._write() as db:
-            current = self._current(db, namespace, scope, key, time.time())
+            current = self._current(db, namespace, scope, key, now)
             version = 0 if current is None else current[1]
             if expected_version is not None and expected_version != version:
                 raise VersionConflict(key, expected_version, version)
@@ -581,6 +672,9 @@ class SQLiteStore(Store):
                 return False
             db.execute("DELETE FROM ma_facts WHERE id = ?", (current[0],))
             db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (current[0],))
+            if writer is not None:
+                change = (key, current[1], "forget", None, now, writer.to_json())
+                _record(db, namespace, scope, change, history_limit)
         return True
 
     def search_facts(
@@ -704,3 +798,174 @@ class SQLiteStore(Store):
                 db.execute("DELETE FROM ma_facts WHERE id = ?", (fact_id,))
                 db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (fact_id,))
         return len(ids)
+
+    # -- operations --------------------------------------------------------------------------
+
+    def list_conversations(
+        self, prefix: str, *, limit: int = 100, before: tuple[float, str] | None = None
+    ) -> list[ConversationInfo]:
+        where, params = _in_ranges("key", (), (prefix,))
+        after: list[Any] = []
+        if before is not None:
+            where += " AND (last_activity < ? OR (last_activity = ? AND key < ?))"
+            after = [before[0], before[0], before[1]]
+        with self._connection() as db:
+            rows = db.execute(
+                "SELECT key, last_seq, total_tokens, last_activity, created_at "
+                f"FROM ma_conversations WHERE {where} AND last_seq > 0 "
+                "ORDER BY last_activity DESC, key DESC LIMIT ?",
+                (*params, *after, limit),
+            ).fetchall()
+        return [ConversationInfo.of(*row) for row in rows]
+
+    @staticmethod
+    def _delete_log(db: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[int]:
+        """Delete the conversations whose key matches ``where`` (a condition on ``{col}``):
+        counts of head rows, messages and summaries."""
+        return [
+            int(
+                db.execute(
+                    f"DELETE FROM {table} WHERE {where.replace('{col}', column)}", params
+                ).rowcount
+            )
+            for table, column in (
+                ("ma_conversations", "key"),
+                ("ma_messages", "conversation"),
+                ("ma_summaries", "conversation"),
+            )
+        ]
+
+    @staticmethod
+    def _delete_facts(
+        db: sqlite3.Connection, namespace: str, exact: Sequence[str], prefixes: Sequence[str]
+    ) -> tuple[int, int, int]:
+        """Delete the facts of ``namespace`` in the scopes ``exact`` or under ``prefixes``,
+        with their search rows, vectors and history: (facts, vectors, history rows)."""
+        cond, params = _in_ranges("scope", exact, prefixes)
+        facts = f"SELECT id FROM ma_facts WHERE namespace = ? AND {cond}"
+        args = (namespace, *params)
+        (vectors,) = db.execute(
+            f"SELECT count(*) FROM ma_fact_vectors WHERE fact_id IN ({facts})", args
+        ).fetchone()
+        db.execute(f"DELETE FROM ma_facts_fts WHERE rowid IN ({facts})", args)
+        n = db.execute(f"DELETE FROM ma_facts WHERE namespace = ? AND {cond}", args).rowcount
+        history = db.execute(
+            f"DELETE FROM ma_fact_history WHERE namespace = ? AND {cond}", args
+        ).rowcount
+        return int(n), int(vectors), int(history)
+
+    def erase(self, namespace: str, user_id: str) -> EraseReport:
+        keys = user_keys(namespace, user_id)
+        where, params = _in_ranges("{col}", (), (keys.conversation_prefix,))
+        with self._write() as db:
+            conversations, messages, summaries = self._delete_log(db, where, params)
+            facts, vectors, history = self._delete_facts(
+                db,
+                namespace,
+                (keys.user_scope,),
+                (keys.agent_prefix, keys.conversation_scope_prefix),
+            )
+            working, wvectors, whistory = self._delete_facts(
+                db, keys.working_namespace, (), (keys.conversation_prefix,)
+            )
+        return EraseReport(
+            conversations,
+            messages,
+            summaries,
+            facts,
+            working,
+            vectors + wvectors,
+            history + whistory,
+        )
+
+    def delete_idle_conversations(self, namespace_prefix: str, idle_before: float) -> int:
+        where, params = _in_ranges("key", (), (namespace_prefix,))
+        with self._write() as db:
+            idle = [
+                r[0]
+                for r in db.execute(
+                    f"SELECT key FROM ma_conversations WHERE {where} AND last_activity < ?",
+                    (*params, idle_before),
+                )
+            ]
+            for key in idle:
+                self._delete_log(db, "{col} = ?", (key,))
+                self._delete_facts(db, working_namespace_of(key), (key,), (key + "/",))
+        return len(idle)
+
+    def fact_history(
+        self, namespace: str, scope: str, key: str, *, limit: int | None = None
+    ) -> list[FactChange]:
+        with self._connection() as db:
+            rows = db.execute(
+                "SELECT key, version, op, data, at, writer FROM ma_fact_history "
+                "WHERE namespace = ? AND scope = ? AND key = ? ORDER BY id DESC LIMIT ?",
+                (namespace, scope, key, -1 if limit is None else limit),
+            ).fetchall()
+        return [FactChange.from_row(*row) for row in rows]
+
+    def restore_fact(
+        self,
+        namespace: str,
+        scope: str,
+        fact: Fact,
+        *,
+        history: Sequence[FactChange] = (),
+        embedding: Embedding | None = None,
+    ) -> bool:
+        data = dumps(fact.value)
+        model = None if embedding is None else embedding.model
+        values = (
+            data,
+            fact.version,
+            fact.importance,
+            fact.created_at,
+            fact.updated_at,
+            fact.expires_at,
+            model,
+        )
+        with self._write() as db:
+            current = self._current(db, namespace, scope, fact.key, time.time())
+            if current is not None and current[1] >= fact.version:
+                return False
+            row = db.execute(
+                "SELECT id FROM ma_facts WHERE namespace = ? AND scope = ? AND key = ?",
+                (namespace, scope, fact.key),
+            ).fetchone()
+            if row is None:
+                fact_id = db.execute(
+                    "INSERT INTO ma_facts (namespace, scope, key, data, version, importance, "
+                    "created_at, updated_at, expires_at, embed_model) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (namespace, scope, fact.key, *values),
+                ).lastrowid
+                assert fact_id is not None
+            else:
+                fact_id = row[0]
+                db.execute(
+                    "UPDATE ma_facts SET data = ?, version = ?, importance = ?, created_at = ?, "
+                    "updated_at = ?, expires_at = ?, embed_model = ? WHERE id = ?",
+                    (*values, fact_id),
+                )
+                db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (fact_id,))
+                db.execute("DELETE FROM ma_fact_vectors WHERE fact_id = ?", (fact_id,))
+            owner = _owner(namespace, scope)
+            db.execute(
+                "INSERT INTO ma_facts_fts (rowid, owner, text) VALUES (?, ?, ?)",
+                (fact_id, owner, search_text(fact.key, fact.value)),
+            )
+            if embedding is not None:
+                _insert_vectors(db, fact_id, owner, fact.expires_at, embedding)
+            db.execute(
+                "DELETE FROM ma_fact_history WHERE namespace = ? AND scope = ? AND key = ?",
+                (namespace, scope, fact.key),
+            )
+            db.executemany(
+                "INSERT INTO ma_fact_history (namespace, scope, key, version, op, data, at, "
+                "writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (namespace, scope, c.key, c.version, c.op, c.data(), c.at, c.writer.to_json())
+                    for c in reversed(history)  # given newest first: ids in time order
+                ],
+            )
+        return True

@@ -1,0 +1,146 @@
+"""Listing conversations, erasing a user and retention, as plans (see :mod:`.ops`).
+
+Conversations are listed from their heads (``ma_conversations``): a key prefix is an anchored
+regular expression of the escaped prefix, which MongoDB runs as a range of the ``_id`` index,
+sorted by last activity on the server. The message count is the head's ``last_seq``, the hint
+an append writes right after its batch (:mod:`.log`): a process that dies between the two
+leaves the count one batch behind until the conversation's next append.
+
+Without transactions, an erase or a retention pass is a series of deletes, each atomic on its
+own. Run against a user who is still writing, a batch appended meanwhile may survive; run it
+again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from memory_adapters.operations import (
+    ConversationInfo,
+    EraseReport,
+    UserKeys,
+    user_keys,
+    working_namespace_of,
+)
+
+from .ops import BATCHES, FACTS, HEADS, HISTORY, SUMMARIES, Op, Plan
+
+
+def _prefix(prefix: str) -> dict[str, Any]:
+    """Matches strings starting with ``prefix`` (every character literal)."""
+    return {"$regex": "^" + re.escape(prefix)}
+
+
+def list_conversations(
+    prefix: str, limit: int, before: tuple[float, str] | None
+) -> Plan[list[ConversationInfo]]:
+    """The conversations under ``prefix``, newest activity first."""
+    where: dict[str, Any] = {"last_seq": {"$gt": 0}}
+    if prefix:
+        where["_id"] = _prefix(prefix)
+    if before is not None:
+        where["$or"] = [
+            {"last_activity": {"$lt": before[0]}},
+            {"last_activity": before[0], "_id": {"$lt": before[1]}},
+        ]
+    docs = yield Op(
+        HEADS,
+        "find",
+        (where,),
+        {"sort": [("last_activity", -1), ("_id", -1)], "limit": limit},
+    )
+    return [
+        ConversationInfo.of(
+            d["_id"],
+            d["last_seq"],
+            d["total_tokens"],
+            d.get("last_activity", 0.0),
+            d.get("created_at", 0.0),
+        )
+        for d in docs
+    ]
+
+
+def _delete_log(where_key: dict[str, Any]) -> Plan[tuple[int, int]]:
+    """Delete the batches and summaries of the conversations whose key matches
+    ``where_key``: (messages, summaries)."""
+    counted = yield Op(
+        BATCHES,
+        "aggregate",
+        (
+            [
+                {"$match": {"conversation": where_key}},
+                {"$group": {"_id": None, "n": {"$sum": {"$size": "$messages"}}}},
+            ],
+        ),
+    )
+    yield Op(BATCHES, "delete_many", ({"conversation": where_key},))
+    summaries = yield Op(SUMMARIES, "delete_many", ({"conversation": where_key},))
+    return (int(counted[0]["n"]) if counted else 0), int(summaries.deleted_count)
+
+
+def _delete_facts(where: dict[str, Any]) -> Plan[tuple[int, int, int]]:
+    """Delete the facts matching ``where`` and their history: (facts, vectors, history)."""
+    docs = yield Op(FACTS, "find", (where,), {"projection": {"_id": 0, "vector": 1, "vectors": 1}})
+    vectors = sum(("vector" in d) + len(d.get("vectors") or ()) for d in docs)
+    facts = yield Op(FACTS, "delete_many", (where,))
+    history = yield Op(HISTORY, "delete_many", (where,))
+    return int(facts.deleted_count), vectors, int(history.deleted_count)
+
+
+def _user_facts(keys: UserKeys) -> dict[str, Any]:
+    return {
+        "namespace": keys.namespace,
+        "$or": [
+            {"scope": keys.user_scope},
+            {"scope": _prefix(keys.agent_prefix)},
+            {"scope": _prefix(keys.conversation_scope_prefix)},
+        ],
+    }
+
+
+def erase(namespace: str, user_id: str) -> Plan[EraseReport]:
+    """Delete everything of one user in one namespace (see :func:`user_keys`)."""
+    keys = user_keys(namespace, user_id)
+    conversation = _prefix(keys.conversation_prefix)
+    heads = yield Op(HEADS, "find", ({"_id": conversation},), {"projection": {"last_seq": 1}})
+    messages, summaries = yield from _delete_log(conversation)
+    yield Op(HEADS, "delete_many", ({"_id": conversation},))
+    facts, vectors, history = yield from _delete_facts(_user_facts(keys))
+    working, wvectors, whistory = yield from _delete_facts(
+        {"namespace": keys.working_namespace, "scope": conversation}
+    )
+    return EraseReport(
+        sum(1 for h in heads if int(h.get("last_seq", 0)) > 0),
+        messages,
+        summaries,
+        facts,
+        working,
+        vectors + wvectors,
+        history + whistory,
+    )
+
+
+def delete_idle(namespace_prefix: str, idle_before: float) -> Plan[int]:
+    """Delete the conversations under ``namespace_prefix`` idle since before
+    ``idle_before``, with their working memory; how many went."""
+    where: dict[str, Any] = {"last_activity": {"$lt": idle_before}}
+    if namespace_prefix:
+        where["_id"] = _prefix(namespace_prefix)
+    idle = yield Op(HEADS, "find", (where,), {"projection": {"_id": 1}})
+    deleted = 0
+    for head in idle:
+        key = head["_id"]
+        gone = yield Op(HEADS, "delete_one", ({"_id": key, "last_activity": {"$lt": idle_before}},))
+        if gone.deleted_count != 1:  # appended to since it was read: no longer idle
+            continue
+        deleted += 1
+        yield from _delete_log(key)
+        yield from _delete_facts(
+            {
+                "namespace": working_namespace_of(key),
+                "$or": [{"scope": key}, {"scope": _prefix(key + "/")}],
+            }
+        )
+    return deleted

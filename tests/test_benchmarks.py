@@ -10,8 +10,10 @@ import struct
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 from types import ModuleType
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -53,12 +55,16 @@ def test_agent_overhead_quick_run_on_the_memory_store(tmp_path: Path) -> None:
         # the issue's window, the same one shown by ours and by the floor
         assert r["window_messages"] == 112
         assert r["mismatch"] == ""
-        assert set(r["median"]) == {"bare", "bare+window", "floor", "ours", "ours-h"}
-        assert all(v > 0 for v in r["median"].values())
-        assert r["own"] == pytest.approx(r["median"]["ours"] - r["median"]["bare+window"])
+        m = r["median"]
+        assert set(m) == {"bare", "bare+window", "bare+tools", "floor", "ours", "ours-h"}
+        assert all(v > 0 for v in m.values())
+        assert r["own"] == pytest.approx(m["ours"] - m["bare+tools"])
+        assert r["own_history"] == pytest.approx(m["ours-h"] - m["bare+window"])
+        assert r["tool_charge"] == pytest.approx(m["bare+tools"] - m["bare+window"])
         assert r["round_trips"] == {}  # counted on PostgreSQL only
     verdicts = [v["text"] for v in result["verdicts"]]
     assert len(verdicts) == 2 and all("memory" in v for v in verdicts)
+    assert all("ours/floor" in v and "h/floor" in v for v in verdicts)
     assert "adapter" in done.stdout and "ours/floor" in done.stdout
 
 
@@ -93,9 +99,10 @@ def test_the_wire_parser_names_every_statement_however_the_bytes_are_split() -> 
         conn.client.close()
         conn.server.close()
         assert found == expected, step
+        assert conn.waits == 2, step  # the simple Query and the Sync: the client waited twice
 
 
-def test_the_wire_counter_counts_a_round_trip_per_answered_burst() -> None:
+def test_the_wire_counter_counts_bursts_on_any_stream() -> None:
     ao = _module()
     server = socket.create_server(("127.0.0.1", 0))
 
@@ -122,8 +129,9 @@ def test_the_wire_counter_counts_a_round_trip_per_answered_burst() -> None:
             client.sendall(b"e\n")
             assert reader.readline() == b"ok:de\n"
             reader.close()
-        trips, _ = counter.counts()
-        assert trips == 4
+        trips, statements, bursts = counter.counts()
+        assert bursts == 4
+        assert trips is None and statements is None  # not PostgreSQL's protocol
     finally:
         counter.close()
         server.close()
@@ -137,3 +145,37 @@ def test_proxied_urls_keep_the_user_and_the_database() -> None:
         == "postgresql://bench:pw@127.0.0.1:6000/app?sslmode=disable"
     )
     assert ao.proxied("postgresql://db:5432/app", 6001) == "postgresql://127.0.0.1:6001/app"
+
+
+def test_a_pipeline_of_reads_is_one_round_trip_on_the_wire(postgres_url: str) -> None:
+    """Round trips are the Syncs and simple Queries the client sends: the PostgreSQL store's
+    pipeline of two reads (one Sync) counts 1, as a single read does, whether or not the server
+    answered the first statement while the client was still sending the second."""
+    from memory_adapters import Memory
+    from memory_adapters.steps import StoreCall
+
+    ao = _module()
+    parts = urlsplit(postgres_url)
+    assert parts.hostname is not None and parts.port is not None
+    counter = ao.WireCounter(parts.hostname, parts.port)
+    schema = "wire_" + uuid.uuid4().hex[:10]
+    memory = Memory(ao.proxied(postgres_url, counter.port), store_options={"schema": schema})
+    pipeline = [
+        StoreCall("head_and_tail", ("wire",), {"head": 2, "max_tokens": 1000}),
+        StoreCall("list_facts", ("ns", "x")),
+    ]
+    try:
+        for calls in (pipeline, pipeline[:1]):
+            memory.store.batch(calls)  # the connection opened, the statements prepared
+            counter.reset()
+            memory.store.batch(calls)
+            trips, statements, bursts = counter.counts()
+            assert (trips, statements) == (1, len(calls)), calls
+            assert bursts >= 1
+    finally:
+        memory.close()
+        counter.close()
+        import psycopg
+
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

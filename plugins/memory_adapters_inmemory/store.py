@@ -55,10 +55,8 @@ class _Row:
     run_id: str | None
     created_at: float
 
-    def record(self) -> Record:
-        return Record.from_row(
-            self.seq, self.data, self.tokens, self.batch, self.run_id, self.created_at
-        )
+    def row(self) -> tuple[int, str, int, int, str | None, float]:
+        return (self.seq, self.data, self.tokens, self.batch, self.run_id, self.created_at)
 
 
 @dataclass(slots=True)
@@ -198,7 +196,7 @@ class InMemoryStore(Store):
             if max_messages is not None:
                 start = max(start, len(conv.rows) - max_messages)
             rows = conv.rows[start:]
-        return [r.record() for r in rows]
+        return Record.from_rows(r.row() for r in rows)
 
     def read(
         self,
@@ -218,7 +216,7 @@ class InMemoryStore(Store):
             if limit is not None:
                 hi = min(hi, lo + limit)
             rows = conv.rows[lo:hi]
-        return [r.record() for r in rows]
+        return Record.from_rows(r.row() for r in rows)
 
     def last_seq(self, conversation: str) -> int:
         self._check_open()

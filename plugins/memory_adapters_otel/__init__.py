@@ -26,8 +26,14 @@ See docs/operations.md for the attributes.
 from __future__ import annotations
 
 import importlib.util
+from typing import TYPE_CHECKING, Any
 
-__all__: list[str] = []
+from memory_adapters.errors import MissingExtra
+
+if TYPE_CHECKING:
+    from .spans import OpenTelemetry
+
+__all__ = ["OpenTelemetry"]
 
 
 def _has_otel() -> bool:
@@ -48,7 +54,11 @@ def memory_adapters_plugins() -> list[object]:
     return [plugin] if plugin.tracer() is not None else []
 
 
-if _has_otel():
+def __getattr__(name: str) -> Any:
+    if name != "OpenTelemetry":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if not _has_otel():
+        raise MissingExtra("otel", "opentelemetry-api")
     from .spans import OpenTelemetry
 
-    __all__ += ["OpenTelemetry"]
+    return OpenTelemetry

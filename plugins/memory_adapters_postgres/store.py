@@ -236,10 +236,6 @@ async def _aclose_quietly(conn: Any) -> None:
         await conn.close()
 
 
-def _record(row: Sequence[Any]) -> Record:
-    return Record.from_row(row[0], row[1], row[2], row[3], row[4], row[5])
-
-
 def _fact(row: Sequence[Any], score: float | None = None) -> Fact:
     return Fact.from_row(row[0], row[1], row[2], row[3], row[4], row[5], row[6], score)
 
@@ -871,7 +867,7 @@ class PostgresStore(Store):
             rows = yield Q(
                 self.q(_TAIL_WITHIN), {"c": conversation, "b": max_tokens, "n": max_messages}
             )
-        return [_record(r) for r in reversed(rows)]
+        return Record.from_rows(reversed(rows))
 
     def _head_and_tail(
         self,
@@ -885,8 +881,8 @@ class PostgresStore(Store):
             self.q(_HEAD_AND_TAIL if max_tokens is None else _HEAD_AND_TAIL_WITHIN),
             {"c": conversation, "h": head, "b": max_tokens, "n": max_messages},
         )
-        first = [_record(r[1:]) for r in rows if r[0] == 0]
-        last = [_record(r[1:]) for r in rows if r[0] == 1]
+        first = Record.from_rows(r[1:] for r in rows if r[0] == 0)
+        last = Record.from_rows(r[1:] for r in rows if r[0] == 1)
         last.reverse()
         return first, last
 
@@ -905,7 +901,7 @@ class PostgresStore(Store):
             ),
             (conversation, start_seq, end_seq if end_seq is not None else 2**62, limit),
         )
-        return [_record(r) for r in rows]
+        return Record.from_rows(rows)
 
     def _last_seq(self, conversation: str) -> Op[int]:
         row = yield Q(

@@ -229,10 +229,6 @@ def _insert_vectors(
     )
 
 
-def _message(row: tuple[Any, ...]) -> Record:
-    return Record.from_row(row[0], row[1], row[2], row[3], row[4], row[5])
-
-
 def _record(
     db: sqlite3.Connection,
     namespace: str,
@@ -500,7 +496,7 @@ class SQLiteStore(Store):
                     "ORDER BY start_tokens DESC, seq DESC LIMIT :n",
                     {"c": conversation, "budget": max_tokens, "n": limit},
                 ).fetchall()
-        return [_message(r) for r in reversed(rows)]
+        return Record.from_rows(reversed(rows))
 
     def read(
         self,
@@ -521,7 +517,7 @@ class SQLiteStore(Store):
                     -1 if limit is None else limit,
                 ),
             ).fetchall()
-        return [_message(r) for r in rows]
+        return Record.from_rows(rows)
 
     def last_seq(self, conversation: str) -> int:
         with self._connection() as db:

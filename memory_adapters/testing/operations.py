@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memory_adapters import (
     ConversationInfo,
@@ -249,6 +252,49 @@ class OperationsConformance:
         assert asyncio.run(memory.aerase(user_id="ann", namespace=NS)) == EraseReport()
         with pytest.raises(InvalidId):
             memory.erase(user_id="")
+
+    def test_erase_never_reaches_another_user_whatever_the_ids(self, memory: Memory) -> None:
+        """Over random pairs of user ids made of the characters that separate key parts
+        (``:``, ``/``, ``%``) and prefixes of each other, erasing one leaves the other's
+        conversation, facts (user, agent and conversation scopes) and notes whole."""
+        _needs(memory.store, "erase", "list_conversations")
+        ids = st.text(alphabet="an:/%_2", min_size=1, max_size=5)
+
+        @settings(
+            max_examples=12,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+        )
+        @given(gone=ids, kept=ids, same_namespace=st.booleans())
+        def check(gone: str, kept: str, same_namespace: bool) -> None:
+            if gone == kept and same_namespace:
+                return
+            ns = "p-" + uuid.uuid4().hex[:8]
+            other_ns = ns if same_namespace else ns + ":x"
+            for user, namespace in ((gone, ns), (kept, other_ns)):
+                for agent in (None, "a"):
+                    with memory.session(
+                        namespace=namespace, user_id=user, conversation_id="c", agent_id=agent
+                    ):
+                        memory.conversation.append([Message.user("hi")])
+                        memory.facts.put("k", user)
+                        memory.working.set("n", user)
+                key = _key(user, "c", namespace)
+                memory.store.put_fact(namespace, "conversation:" + key, "k", '"v"', text="v")
+            report = memory.erase(user_id=gone, namespace=ns)
+            assert (report.conversations, report.facts, report.working) == (1, 3, 1)
+            assert [c.user_id for c in memory.conversations(namespace=other_ns)] == [kept]
+            for agent in (None, "a"):
+                with memory.session(
+                    namespace=other_ns, user_id=kept, conversation_id="c", agent_id=agent
+                ):
+                    assert memory.facts.get("k") is not None
+                    assert memory.working.get("n") == kept
+            scope = "conversation:" + _key(kept, "c", other_ns)
+            assert memory.store.get_fact(other_ns, scope, "k") is not None
+
+        check()
 
     # -- retention -----------------------------------------------------------------------------
 

@@ -201,7 +201,9 @@ class OperationsConformance:
         ]
         again = asyncio.run(memory.aconversations(user_id="ann", namespace="ops"))
         assert again == got
-        for bad in ({"limit": 0}, {"limit": "3"}, {"before": (1.0,)}, {"before": ("x", "k")}):
+        bad_cursors: list[Any] = [(1.0,), ("x", "k"), (10**400, "k"), (float("inf"), "k"), "k"]
+        bad_calls: list[dict[str, Any]] = [{"limit": 0}, {"limit": "3"}, {"limit": True}]
+        for bad in bad_calls + [{"before": c} for c in bad_cursors]:
             with pytest.raises(InvalidInput):
                 memory.conversations(**bad)
         with pytest.raises(InvalidId):
@@ -337,9 +339,17 @@ class OperationsConformance:
         assert memory.retain(idle_days=1, namespace=NS).conversations == 0
         assert asyncio.run(memory.aretain(idle_seconds=0, namespace=NS)).conversations == 1
         assert [c.conversation_id for c in memory.conversations("u", "ops2")] == ["old"]
-        for bad in ({}, {"idle_days": 1, "idle_seconds": 1}, {"idle_days": -1}):
+        bad_ages: list[dict[str, Any]] = [
+            {},
+            {"idle_days": 1, "idle_seconds": 1},
+            {"idle_days": -1},
+            {"idle_days": True},
+            {"idle_seconds": 10**400},
+            {"idle_days": "30"},
+        ]
+        for bad in bad_ages:
             with pytest.raises(InvalidInput):
-                memory.retain(**bad)  # type: ignore[arg-type]
+                memory.retain(**bad)
         with pytest.raises(InvalidInput):
             memory.retain(idle_seconds=float("nan"))
 

@@ -257,6 +257,17 @@ def in_working_tree(conversation: str, scope: str) -> bool:
 # -- plans of the Memory facade ----------------------------------------------------------------
 
 
+def _finite(value: object) -> float | None:
+    """``value`` as a finite float, if it is a number (not a bool) that is one."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond a float
+        return None
+    return number if math.isfinite(number) else None
+
+
 def conversations_plan(
     namespace: str,
     user_id: str | None,
@@ -270,18 +281,12 @@ def conversations_plan(
         prefix += _part(check_id(user_id, "user_id")) + ":"
     check_positive_int(limit, "limit")
     if before is not None:
-        if (
-            not isinstance(before, tuple)
-            or len(before) != 2
-            or isinstance(before[0], bool)
-            or not isinstance(before[0], int | float)
-            or not math.isfinite(before[0])
-            or not isinstance(before[1], str)
-        ):
+        at = _finite(before[0]) if isinstance(before, tuple) and len(before) == 2 else None
+        if at is None or not isinstance(before[1], str):
             raise InvalidInput(
                 "before must be the (last_activity, key) cursor of a listed conversation"
             )
-        before = (float(before[0]), before[1])
+        before = (at, before[1])
     found: list[ConversationInfo] = yield StoreCall(
         "list_conversations", (prefix,), {"limit": limit, "before": before}
     )
@@ -304,15 +309,10 @@ def retain_plan(
     check_id(namespace, "namespace")
     if (idle_days is None) == (idle_seconds is None):
         raise InvalidInput("give idle_days or idle_seconds (one of them)")
-    age = idle_seconds if idle_days is None else idle_days
-    if (
-        isinstance(age, bool)
-        or not isinstance(age, int | float)
-        or not math.isfinite(age)
-        or age < 0
-    ):
-        raise InvalidInput(f"the idle age must be a finite number >= 0, not {age!r}")
-    seconds = float(age) * (86400.0 if idle_days is not None else 1.0)
+    age = _finite(idle_seconds if idle_days is None else idle_days)
+    if age is None or age < 0:
+        raise InvalidInput("the idle age must be a finite number of days or seconds, >= 0")
+    seconds = age * (86400.0 if idle_days is not None else 1.0)
     deleted: int = yield StoreCall(
         "delete_idle_conversations", (namespace_prefix(namespace), time.time() - seconds)
     )

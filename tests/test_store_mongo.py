@@ -929,3 +929,34 @@ def test_word_fallback_ranks_like_bm25() -> None:
         assert all(f.score is not None and f.score > 0 for f in found)
     assert rankings[0] == rankings[1]
     assert rankings[0][0] == "rare" and "none" not in rankings[0]  # short, rarer term
+
+
+def test_heads_written_before_activity_was_recorded_are_listed_and_retained() -> None:
+    """A head of an earlier version (no created_at / last_activity): listed with its batches'
+    times, after the others; retention judges it by its newest batch."""
+    raw = mock_client()
+    store = MongoStore(client=raw, database="legacy")
+    store.append("n:u:old", entries("a"))
+    store.append("n:u:old", entries("b"))
+    raw["legacy"][HEADS].update_one(
+        {"_id": "n:u:old"}, {"$unset": {"created_at": "", "last_activity": ""}}
+    )
+    store.append("n:u:old2", entries("x"))
+    raw["legacy"][HEADS].update_one(
+        {"_id": "n:u:old2"}, {"$unset": {"created_at": "", "last_activity": ""}}
+    )
+    store.append("n:u:new", entries("c"))
+    batches = sorted(
+        d["created_at"] for d in raw["legacy"][BATCHES].find({"conversation": "n:u:old"})
+    )
+    listed = store.list_conversations("n:")
+    assert [c.conversation_id for c in listed] == ["new", "old2", "old"]
+    assert (listed[2].created_at, listed[2].last_activity) == (batches[0], batches[-1])
+    pages, cursor = [], None
+    while page := store.list_conversations("n:", limit=1, before=cursor):
+        pages += page
+        cursor = page[-1].cursor
+    assert pages == listed
+    assert store.delete_idle_conversations("n:", batches[-1]) == 0
+    assert store.delete_idle_conversations("n:", listed[0].last_activity) == 2
+    assert [c.conversation_id for c in store.list_conversations("n:")] == ["new"]

@@ -40,6 +40,13 @@ gives its model).
 prefixes, expiry, namespaces, limits); a store without it skips those tests, and cannot
 serve the LangGraph store's searches and namespace listings.
 
+:class:`StoreConformance` also runs the operators' suite
+(:mod:`memory_adapters.testing.operations`): listing conversations, erasing a user (nothing
+of another user goes, "ann" against "anna"), retention, fact history with its writers, and
+``restore_fact``. Give the test class a ``store_dump`` fixture, a callable returning every row
+of every table of the store, and the erase test also reads the store's own tables; a store
+without the optional operations skips those tests.
+
 :mod:`memory_adapters.testing.hostile` holds the hostile-argument table the suite runs,
 sync and async, on every store: each public method of ``Conversation``, ``Facts``,
 ``WorkingMemory`` and ``MemoryTools`` with huge, negative, zero, wrong-typed, non-finite and

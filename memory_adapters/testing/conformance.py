@@ -31,6 +31,7 @@ from memory_adapters import (
     VersionConflict,
     hookimpl,
 )
+from memory_adapters.facts import Fact
 from memory_adapters.messages import Entry, Record, Summary
 from memory_adapters.validation import MAX_ID_LENGTH, MAX_INT, MAX_VALUE_BYTES, describe
 
@@ -1228,6 +1229,11 @@ class StoreConformance(WindowProperties, SemanticConformance, OperationsConforma
             ("search_facts", ("ns", "sc", ["v"]), {}),
             ("list_fact_scopes", ("ns", ""), {}),
             ("prune", (), {}),
+            ("list_conversations", ("",), {}),
+            ("erase", ("ns", "u"), {}),
+            ("delete_idle_conversations", ("", time.time()), {}),
+            ("fact_history", ("ns", "sc", "k"), {}),
+            ("restore_fact", ("ns", "sc", Fact("k", 1, 1)), {}),
         ]
         expected: tuple[type[Exception], ...] = (StoreUnavailable,)
         for name, args, kwargs in calls:

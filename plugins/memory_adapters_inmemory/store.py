@@ -104,6 +104,33 @@ class _FactRow:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """A history row: the value as JSON text, so each read gets a fresh copy."""
+
+    key: str
+    version: int
+    op: str
+    data: str | None
+    at: float
+    writer: Writer
+
+    @classmethod
+    def of(cls, change: FactChange) -> _Change:
+        return cls(change.key, change.version, change.op, change.data(), change.at, change.writer)
+
+    def change(self) -> FactChange:
+        value = None if self.data is None else json.loads(self.data)
+        return FactChange(
+            self.key,
+            self.version,
+            value,
+            "forget" if self.op == "forget" else "put",
+            self.at,
+            self.writer,
+        )
+
+
 def _words(text: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for w in _WORD.findall(text.lower()):
@@ -126,7 +153,7 @@ class InMemoryStore(Store):
         self._lock = threading.RLock()
         self._conversations: dict[str, _Conversation] = {}
         self._facts: dict[tuple[str, str], dict[str, _FactRow]] = {}
-        self._history: dict[tuple[str, str, str], list[FactChange]] = {}
+        self._history: dict[tuple[str, str, str], list[_Change]] = {}
         self._closed = False
 
     def share(self) -> InMemoryStore:
@@ -283,11 +310,11 @@ class InMemoryStore(Store):
             new.embed(embedding)
             facts[key] = new
             if writer is not None:
-                change = FactChange(key, new.version, json.loads(data), "put", now, writer)
+                change = _Change(key, new.version, "put", data, now, writer)
                 self._record(namespace, scope, key, change, history_limit)
             return new.fact(key)
 
-    def _record(self, namespace: str, scope: str, key: str, change: FactChange, limit: int) -> None:
+    def _record(self, namespace: str, scope: str, key: str, change: _Change, limit: int) -> None:
         changes = self._history.setdefault((namespace, scope, key), [])
         changes.append(change)
         del changes[: max(0, len(changes) - limit)]
@@ -333,9 +360,7 @@ class InMemoryStore(Store):
                 return False
             del facts[key]
             if live and writer is not None:
-                change = FactChange.from_row(
-                    key, row.version, "forget", None, now, writer.to_json()
-                )
+                change = _Change(key, row.version, "forget", None, now, writer)
                 self._record(namespace, scope, key, change, history_limit)
             return live
 
@@ -524,7 +549,7 @@ class InMemoryStore(Store):
         self._check_open()
         with self._lock:
             changes = list(reversed(self._history.get((namespace, scope, key), [])))
-        return changes if limit is None else changes[:limit]
+        return [c.change() for c in (changes if limit is None else changes[:limit])]
 
     def restore_fact(
         self,
@@ -557,5 +582,5 @@ class InMemoryStore(Store):
             hkey = (namespace, scope, fact.key)
             self._history.pop(hkey, None)
             if history:
-                self._history[hkey] = list(reversed(history))  # given newest first
+                self._history[hkey] = [_Change.of(c) for c in reversed(history)]  # newest first
             return True

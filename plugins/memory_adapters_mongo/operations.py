@@ -6,6 +6,10 @@ sorted by last activity on the server. The message count is the head's ``last_se
 an append writes right after its batch (:mod:`.log`): a process that dies between the two
 leaves the count one batch behind until the conversation's next append.
 
+Heads written before the store recorded activity (``created_at``, ``last_activity``) get the
+times of their first and newest batch when listed or checked for retention (a read each), and
+are listed after the others until their conversation's next append records them.
+
 Without transactions, an erase or a retention pass is a series of deletes, each atomic on its
 own. Run against a user who is still writing, a batch appended meanwhile may survive; run it
 again.
@@ -40,26 +44,47 @@ def list_conversations(
     if prefix:
         where["_id"] = _prefix(prefix)
     if before is not None:
-        where["$or"] = [
-            {"last_activity": {"$lt": before[0]}},
-            {"last_activity": before[0], "_id": {"$lt": before[1]}},
-        ]
+        cursor = yield Op(
+            HEADS, "find_one", ({"_id": before[1]},), {"projection": {"_id": 1, "last_activity": 1}}
+        )
+        if cursor is not None and "last_activity" not in cursor:  # paging among legacy heads
+            where["last_activity"] = {"$exists": False}
+            where["_id"] = {**where.get("_id", {}), "$lt": before[1]}
+        else:
+            where["$or"] = [
+                {"last_activity": {"$lt": before[0]}},
+                {"last_activity": before[0], "_id": {"$lt": before[1]}},
+                {"last_activity": {"$exists": False}},  # legacy heads, listed last
+            ]
     docs = yield Op(
         HEADS,
         "find",
         (where,),
         {"sort": [("last_activity", -1), ("_id", -1)], "limit": limit},
     )
-    return [
-        ConversationInfo.of(
-            d["_id"],
-            d["last_seq"],
-            d["total_tokens"],
-            d.get("last_activity", 0.0),
-            d.get("created_at", 0.0),
+    out = []
+    for d in docs:
+        if "last_activity" in d:
+            times = (float(d["last_activity"]), float(d.get("created_at", d["last_activity"])))
+        else:
+            times = yield from _legacy_times(d["_id"])
+        out.append(ConversationInfo.of(d["_id"], d["last_seq"], d["total_tokens"], *times))
+    return out
+
+
+def _legacy_times(conversation: str) -> Plan[tuple[float, float]]:
+    """(last activity, creation) of a conversation whose head predates them: the times of its
+    newest and first batch."""
+    found: list[float] = []
+    for order in (-1, 1):
+        doc = yield Op(
+            BATCHES,
+            "find_one",
+            ({"conversation": conversation},),
+            {"sort": [("first_seq", order)], "projection": {"_id": 0, "created_at": 1}},
         )
-        for d in docs
-    ]
+        found.append(0.0 if doc is None else float(doc["created_at"]))
+    return found[0], found[1]
 
 
 def _delete_log(where_key: dict[str, Any]) -> Plan[tuple[int, int]]:
@@ -125,14 +150,21 @@ def erase(namespace: str, user_id: str) -> Plan[EraseReport]:
 def delete_idle(namespace_prefix: str, idle_before: float) -> Plan[int]:
     """Delete the conversations under ``namespace_prefix`` idle since before
     ``idle_before``, with their working memory; how many went."""
-    where: dict[str, Any] = {"last_activity": {"$lt": idle_before}}
+    legacy = {"last_activity": {"$exists": False}, "last_seq": {"$gt": 0}}
+    where: dict[str, Any] = {"$or": [{"last_activity": {"$lt": idle_before}}, legacy]}
     if namespace_prefix:
         where["_id"] = _prefix(namespace_prefix)
-    idle = yield Op(HEADS, "find", (where,), {"projection": {"_id": 1}})
+    idle = yield Op(HEADS, "find", (where,), {"projection": {"_id": 1, "last_activity": 1}})
     deleted = 0
     for head in idle:
         key = head["_id"]
-        gone = yield Op(HEADS, "delete_one", ({"_id": key, "last_activity": {"$lt": idle_before}},))
+        still: dict[str, Any] = {"last_activity": {"$lt": idle_before}}
+        if "last_activity" not in head:
+            last, _ = yield from _legacy_times(key)
+            if last >= idle_before:
+                continue
+            still = {"last_activity": {"$exists": False}}
+        gone = yield Op(HEADS, "delete_one", ({"_id": key, **still},))
         if gone.deleted_count != 1:  # appended to since it was read: no longer idle
             continue
         deleted += 1

@@ -305,7 +305,6 @@ class Record:
             float(created_at),
         )
 
-
     @classmethod
     def from_rows(
         cls, rows: Iterable[tuple[int, str | dict[str, Any], int, int, str | None, float]]

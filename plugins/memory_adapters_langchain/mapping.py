@@ -189,12 +189,22 @@ def from_messages(messages: Iterable[Message]) -> list[BaseMessage]:
     content is the result's string, or its JSON text unless LangChain wrote it). An empty
     system message is left out: it says nothing, and a model API refuses one between a tool
     call and its result."""
-    out: list[BaseMessage] = []
+    # the exact ones are rebuilt in one call (one pass of LangChain's loader), in place
+    slots: list[int | list[BaseMessage]] = []
+    raws: list[dict[str, Any]] = []
     for message in messages:
         if message.role == "system" and not message.text:
             continue  # says nothing, and would part a tool call from its result
         if _exact(message):
-            out.extend(messages_from_dict([message.raw]))
+            slots.append(len(raws))
+            raws.append(message.raw)
         else:
-            out.extend(_from_neutral(message))
+            slots.append(_from_neutral(message))
+    restored = messages_from_dict(raws) if raws else []
+    out: list[BaseMessage] = []
+    for slot in slots:
+        if isinstance(slot, int):
+            out.append(restored[slot])
+        else:
+            out.extend(slot)
     return out

@@ -1,0 +1,297 @@
+"""What one agent turn does to the store (issue 13): its reads in one batch, its writes in one,
+the working memory read once, a window parsed once; and that what users rely on stays.
+
+The round trips themselves are counted on the wire by ``benchmarks/agent_overhead.py`` (and
+``tests/test_benchmarks.py`` checks that a batch of reads is one round trip to PostgreSQL);
+here a recording store says which store calls a turn makes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.tools import tool
+from memory_adapters_inmemory import InMemoryStore
+from memory_adapters_langchain import MemoryMiddleware
+from memory_adapters_pydantic_ai import capability, toolset
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from memory_adapters import Memory, Message, RawJSON, Record, ToolCall, ToolResult
+from memory_adapters.messages import RAW_SEPARATOR
+from memory_adapters.steps import StoreCall
+from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
+
+
+class Recording(InMemoryStore):
+    """An in-memory store that records the calls the core makes: ``(method, detail)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def _note(self, method: str, detail: Any = None) -> None:
+        with self.lock:
+            self.calls.append((method, detail))
+
+    def batch(self, calls: Sequence[StoreCall]) -> list[Any]:
+        self._note("batch", [c.method for c in calls])
+        return [getattr(self, c.method)(*c.args, **c.kwargs) for c in calls]
+
+    async def abatch(self, calls: Sequence[StoreCall]) -> list[Any]:
+        self._note("batch", [c.method for c in calls])
+        return await super().abatch(calls)
+
+    def append(self, conversation: str, entries: Any, **kwargs: Any) -> Any:
+        self._note("append", len(entries))
+        return super().append(conversation, entries, **kwargs)
+
+    def head_and_tail(self, conversation: str, **kwargs: Any) -> Any:
+        self._note("head_and_tail")
+        return super().head_and_tail(conversation, **kwargs)
+
+    def list_facts(self, namespace: str, scope: str, **kwargs: Any) -> Any:
+        self._note("list_facts", namespace)
+        return super().list_facts(namespace, scope, **kwargs)
+
+    def taken(self) -> list[tuple[str, Any]]:
+        with self.lock:
+            calls, self.calls = self.calls, []
+        return calls
+
+
+@pytest.fixture
+def recording() -> Iterator[tuple[Memory, Recording]]:
+    store = Recording()
+    memory = Memory(store=store, embed=False, load_entrypoints=False)
+    yield memory, store
+    memory.close()
+
+
+# -- LangChain -------------------------------------------------------------------------------------
+
+
+def test_a_langchain_turn_reads_once_and_writes_its_steps_once_at_its_end(
+    recording: tuple[Memory, Recording],
+) -> None:
+    memory, store = recording
+    seen_while_running: list[int] = []
+
+    @tool
+    def lookup(q: str) -> str:
+        """Looks up."""
+        with memory.session(conversation_id="t"):
+            seen_while_running.append(memory.conversation.last_seq())
+        return f"found {q}"
+
+    def reply(messages: list[Any]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage(content="done")
+        return call_tool("lookup", q="x")
+
+    agent: Any = create_agent(
+        ScriptedChatModel([reply]), tools=[lookup], middleware=[MemoryMiddleware(memory)]
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [("user", "first")]}, config)
+    store.taken()
+    agent.invoke({"messages": [("user", "second")]}, config)
+    calls = store.taken()
+    # the window and the working memory in one batch; the run's three steps (its input, the
+    # model's call with the tool's result, the answer) in one batch at the end: nothing else
+    assert calls == [
+        ("batch", ["head_and_tail", "list_facts"]),
+        ("head_and_tail", None),
+        ("list_facts", "default#working"),
+        ("batch", ["append", "append", "append"]),
+        ("append", 1),
+        ("append", 2),
+        ("append", 1),
+    ]
+    assert seen_while_running == [0, 4]  # nothing of a run is written while it runs
+    with memory.session(conversation_id="t"):
+        records = memory.conversation.read()
+    assert [r.message.role for r in records[4:]] == ["user", "assistant", "tool", "assistant"]
+    assert [r.batch for r in records[4:]] == [5, 6, 6, 8]  # each step a batch of its own
+
+
+def test_a_working_memory_write_in_a_run_is_shown_to_the_next_model_call(
+    recording: tuple[Memory, Recording],
+) -> None:
+    memory, store = recording
+
+    @tool
+    def note(value: str) -> str:
+        """Takes a note."""
+        memory.working.set("plan", value)
+        return "noted"
+
+    def reply(messages: list[Any]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage(content="ok")
+        return call_tool("note", value="step two")
+
+    model = ScriptedChatModel([reply])
+    agent: Any = create_agent(model, tools=[note], middleware=[MemoryMiddleware(memory)])
+    agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "w"}})
+    working_reads = [c for c in store.taken() if c == ("list_facts", "default#working")]
+    assert len(working_reads) == 2  # at the start, and once more after the tool's write
+    first, second = (str(call[0].content) for call in model.calls)
+    assert "plan" not in first
+    assert "- plan: step two" in second
+
+
+def test_a_raising_tool_writes_what_completed_at_once(
+    recording: tuple[Memory, Recording],
+) -> None:
+    memory, store = recording
+
+    @tool
+    def explode(q: str) -> str:
+        """Fails."""
+        raise RuntimeError(q)
+
+    agent: Any = create_agent(
+        ScriptedChatModel([call_tool("explode", q="boom")]),
+        tools=[explode],
+        middleware=[MemoryMiddleware(memory)],
+    )
+    with pytest.raises(RuntimeError):
+        agent.invoke({"messages": [("user", "go")]}, {"configurable": {"thread_id": "f"}})
+    writes = [c for c in store.taken() if c[0] == "batch" and "append" in c[1]]
+    assert writes == [("batch", ["append", "append"])]  # the input; the call that raised
+    with memory.session(conversation_id="f"):
+        assert [r.message.role for r in memory.conversation.read()] == ["user", "assistant"]
+
+
+# -- pydantic-ai -----------------------------------------------------------------------------------
+
+
+def _model(messages: list[Any], info: AgentInfo) -> ModelResponse:
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and any(p.part_kind == "user-prompt" for p in last.parts):
+        return ModelResponse(parts=[ToolCallPart("lookup", {"q": "x"})])
+    return ModelResponse(parts=[TextPart("done")])
+
+
+def test_a_pydantic_ai_turn_reads_once_and_writes_once(
+    recording: tuple[Memory, Recording], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory, store = recording
+    built: list[object] = []
+    make = toolset.memory_toolset
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        built.append(args)
+        return make(*args, **kwargs)
+
+    monkeypatch.setattr(capability, "memory_toolset", counted)
+    agent = Agent(FunctionModel(_model))
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f"found {q}"
+
+    wrapped = memory.wrap(agent)
+    with memory.session(conversation_id="p"):
+        asyncio.run(wrapped.run("first"))
+        store.taken()
+        asyncio.run(wrapped.run("second"))
+        second = store.taken()
+    assert second == [
+        ("batch", ["head_and_tail", "list_facts"]),
+        ("head_and_tail", None),
+        ("list_facts", "default#working"),
+        ("append", 4),
+    ]
+    assert len(built) == 1  # the memory toolset is built once, not per run
+
+
+# -- the stored form -------------------------------------------------------------------------------
+
+_texts = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=30)
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _texts,
+    lambda c: st.lists(c, max_size=3) | st.dictionaries(_texts, c, max_size=3),
+    max_leaves=8,
+)
+_messages = st.builds(
+    Message,
+    role=st.sampled_from(["user", "assistant", "system"]),
+    text=_texts,
+    framework=st.none() | st.just("x"),
+    raw=st.none() | _json | _json.map(lambda v: RawJSON(json.dumps(v))),
+    meta=st.dictionaries(_texts, _json, max_size=2),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_messages, min_size=1, max_size=6))
+def test_stored_messages_read_back_exactly_one_by_one_or_all_at_once(
+    messages: list[Message],
+) -> None:
+    rows = [(i + 1, m.serialize(1 << 20), 3, 1, None, 0.0) for i, m in enumerate(messages)]
+    one_by_one = [Record.from_row(*row) for row in rows]
+    at_once = Record.from_rows(rows)
+    assert [r.message for r in at_once] == [r.message for r in one_by_one] == messages
+    for m, r in zip(messages, at_once, strict=True):
+        assert type(r.message.raw) is type(m.raw)  # JSON text stays text, a value a value
+
+
+def test_raw_json_text_is_kept_as_text_and_never_escaped() -> None:
+    raw = RawJSON('{"parts": [{"content": "say \\"hi\\""}]}')
+    message = Message("assistant", "hi", [ToolCall("c", "f", {})], framework="x", raw=raw)
+    stored = message.serialize(1 << 20)
+    head, sep, tail = stored.partition(RAW_SEPARATOR)
+    assert sep and tail == raw and "raw" not in json.loads(head)
+    # a raw text holding the separator (not JSON a framework makes) is kept escaped instead
+    odd = Message("tool", tool_results=[ToolResult("c", 1)], raw=RawJSON('"a\x1eb"'))
+    assert RAW_SEPARATOR not in odd.serialize(1 << 20)
+    assert Record.from_row(1, odd.serialize(1 << 20), 1, 1, None, 0.0).message == odd
+
+
+# -- PostgreSQL: async without worker threads ------------------------------------------------------
+
+
+def test_postgres_async_calls_use_connections_of_their_own_loop(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = Memory(
+        postgres_url, store_options={"schema": "t_" + uuid.uuid4().hex[:12]}, embed=False
+    )
+
+    def no_thread(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("an async call hopped to a worker thread")
+
+    async def turn(n: int) -> list[str]:
+        async with memory.session(conversation_id="a"):
+            await memory.conversation.aappend([Message.user(f"q{n}"), Message.assistant("a")])
+            await memory.working.aset("k", n)
+            window = await memory.conversation.awindow()
+            return [m.text for m in window.messages()]
+
+    try:
+        monkeypatch.setattr(asyncio, "to_thread", no_thread)
+        assert asyncio.run(turn(1)) == ["q1", "a"]
+        assert asyncio.run(turn(2)) == ["q1", "a", "q2", "a"]  # a new loop, new connections
+        store: Any = memory.store
+        assert sum(len(c.idle) for c in store._loops.values()) <= 1  # the closed loop's went
+    finally:
+        memory.close()
+    assert memory.store._loops == {}  # type: ignore[attr-defined]

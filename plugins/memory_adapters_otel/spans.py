@@ -27,6 +27,11 @@ RUN_SPAN = "memory_adapters.otel.span"
 RUN_TOKENS = "memory_adapters.otel.tokens"
 OP_SPAN = "memory_adapters.otel.span"
 OP_TOKEN = "memory_adapters.otel.context"
+_CONTAINERS = frozenset(("tool",))
+"""Operations that others run inside (a memory tool's search): their span becomes the current
+one while they last. The rest (windows, appends, searches) hold none, and the core runs some of
+them side by side (a run's window with its working memory, a LangChain run's steps), so they
+never change the current span: each is a child of the operation or run it belongs to."""
 MAX_CONTENT = 16_384
 """Characters of content kept in one attribute (when content is asked for)."""
 
@@ -144,10 +149,11 @@ class OpenTelemetry:
             "memory_adapters." + operation.name, parent_ctx, SpanKind.INTERNAL, attributes
         )
         operation.state[OP_SPAN] = span
-        operation.state[OP_TOKEN] = (
-            otel_context.attach(trace.set_span_in_context(span, parent_ctx)),
-            _OPEN.set(span),
-        )
+        if operation.name in _CONTAINERS:
+            operation.state[OP_TOKEN] = (
+                otel_context.attach(trace.set_span_in_context(span, parent_ctx)),
+                _OPEN.set(span),
+            )
 
     @hookimpl
     def operation_finished(
@@ -157,9 +163,11 @@ class OpenTelemetry:
         span: Span | None = operation.state.pop(OP_SPAN, None)
         if span is None:
             return
-        ctx_token, open_token = operation.state.pop(OP_TOKEN)
-        _OPEN.reset(open_token)
-        otel_context.detach(ctx_token)
+        tokens = operation.state.pop(OP_TOKEN, None)
+        if tokens is not None:
+            ctx_token, open_token = tokens
+            _OPEN.reset(open_token)
+            otel_context.detach(ctx_token)
         content = operation.capture_content
         if isinstance(result, Window):
             _window_attributes(span, result, content)

@@ -13,7 +13,13 @@ replay as the first time, and write nothing twice:
   again;
 - each memory tool call (``save_memory``, ``forget_memory`` ...) is a recorded step of its own
   (:data:`TOOL_STEP`): replayed, it returns what it returned the first time and writes
-  nothing, so a fact saved before the crash keeps one version.
+  nothing, so a fact saved before the crash keeps one version; and its write is marked with
+  the tool call (:func:`replayable_call`), so that a call that wrote but was not recorded
+  (the process died in between; a LangGraph checkpoint not yet written) is not applied twice
+  when it runs again;
+- an engine that checkpoints state instead of recording steps (LangGraph) keeps in its
+  checkpoint a small mark of the window the run was shown (:func:`window_mark`), from which
+  a resumed run reads the same window again.
 
 :func:`current` finds the engine whose durable run is executing here, if any; outside one,
 everything in this module just calls through, so the adapters use it unconditionally. DBOS is
@@ -25,11 +31,16 @@ run's memory work in activities instead: see ``docs/durable.md``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from .messages import Message
+from .conversation import Conversation
+from .messages import Message, Record
+from .steps import Plan, StoreCall
+from .tools import REPLAYABLE
+from .window import Window, summary_message
 
 if TYPE_CHECKING:
     from .run import RunLifecycle
@@ -129,6 +140,24 @@ async def arecord(name: str, fn: Callable[[], Awaitable[T]]) -> T:
     return await fn() if engine is None else await engine.arecord(name, fn)
 
 
+@contextlib.contextmanager
+def replayable_call(conversation: str | None, call_id: str | None) -> Iterator[None]:
+    """Inside the block, a memory tool's write (``save_memory``, ``forget_memory``) is marked
+    with the tool call ``call_id`` of ``conversation`` (in the fact's history), and a call
+    whose change is already the fact's latest returns what it returned the first time without
+    writing again: the tool call of a durable run resumed after the call wrote, before its
+    result was recorded (a LangGraph checkpoint not written yet, a DBOS step not recorded),
+    is not applied twice. Nothing is marked without a ``call_id``."""
+    if not call_id:
+        yield
+        return
+    token = REPLAYABLE.set(f"{conversation or ''}:{call_id}")
+    try:
+        yield
+    finally:
+        REPLAYABLE.reset(token)
+
+
 def _snapshot(lifecycle: RunLifecycle, messages: list[Message]) -> dict[str, Any]:
     return {"run_id": lifecycle.run.run_id, "messages": [m.to_dict() for m in messages]}
 
@@ -180,3 +209,59 @@ def open_run(
     messages = _restore(lifecycle, record(OPEN_STEP, read))
     lifecycle.start()
     return messages
+
+
+# -- a window pinned by its seqs (engines that checkpoint state: LangGraph) --------------------
+
+
+def _ranges(seqs: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for seq in seqs:
+        if out and out[-1][1] == seq - 1:
+            out[-1][1] = seq
+        else:
+            out.append([seq, seq])
+    return out
+
+
+def window_mark(window: Window) -> dict[str, Any]:
+    """A small JSON mark of what ``window`` showed (its records' seqs, as ranges, and its
+    summary's text), from which :func:`_replay_window` reads the same window again: kept in a
+    checkpoint (LangGraph's state), so that a run resumed after a crash is shown the window it
+    was first shown, whatever was appended to the conversation since."""
+    return {
+        "pinned": _ranges([r.seq for r in window.pinned]),
+        "summary": None if window.summary is None else window.summary.text,
+        "records": _ranges([r.seq for r in window.records]),
+    }
+
+
+def _read_ranges(key: str, ranges: Any) -> Plan[list[Record]]:
+    records: list[Record] = []
+    for start, end in ranges:
+        found: list[Record] = yield StoreCall(
+            "read", (key,), {"start_seq": int(start), "end_seq": int(end)}
+        )
+        records.extend(found)
+    return records
+
+
+def _replay_window(lifecycle: RunLifecycle, mark: Any) -> Plan[tuple[list[Message], list[Message]]]:
+    """The window ``mark`` (:func:`window_mark`) describes, read again, and the messages stored
+    in the conversation after it (by this run before it was resumed, or by another writer):
+    shown never, but known as stored."""
+    key = Conversation(lifecycle.memory, lifecycle.conversation).key
+    pinned = yield from _read_ranges(key, mark.get("pinned") or [])
+    records = yield from _read_ranges(key, mark.get("records") or [])
+    shown = [r.message for r in pinned]
+    if mark.get("summary"):
+        shown.append(summary_message(str(mark["summary"])))
+    shown.extend(r.message for r in records)
+    last = max((r.seq for r in (*pinned, *records)), default=0)
+    since: list[Record] = yield StoreCall("read", (key,), {"start_seq": last + 1})
+    return shown, [r.message for r in since]
+
+
+def is_mark(value: Any) -> bool:
+    """Whether ``value`` is a mark :func:`window_mark` made (one a checkpoint kept)."""
+    return isinstance(value, dict) and "records" in value and "pinned" in value

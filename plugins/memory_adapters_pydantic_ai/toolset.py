@@ -30,7 +30,9 @@ def _tool(memory: Memory, spec: ToolSpec, scope: Scope | None) -> Tool[Any]:
     async def call(ctx: RunContext[Any], **args: Any) -> str:
         # inside a durable run (a DBOS workflow) the call is a recorded step: replayed, it
         # returns what it returned the first time and writes nothing again
-        outcome = await durable.arecord(TOOL_STEP.format(name=spec.name), lambda: run(args))
+        call_id = ctx.tool_call_id if durable.current() is not None else None
+        with durable.replayable_call(ctx.conversation_id, call_id):
+            outcome = await durable.arecord(TOOL_STEP.format(name=spec.name), lambda: run(args))
         if "retry" in outcome:
             raise ModelRetry(outcome["retry"])
         return outcome["result"]

@@ -26,8 +26,6 @@ import pytest
 
 from memory_adapters import Memory, Message
 
-pytest.importorskip("dbos")
-
 CHILD = Path(__file__).with_name("durable_dbos_child.py")
 SURFACES = ("durability", "dbos_agent")
 CRASHES = ("tool", "saved", "writer")

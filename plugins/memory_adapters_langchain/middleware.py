@@ -34,9 +34,13 @@ the thread's state) are recognised and neither stored again nor shown twice: the
 stored window in their place. A message another middleware makes (a ``SummarizationMiddleware``
 summary; :func:`.mapping.synthesized`) is never stored, and once such a middleware has rewritten
 the state the model is shown the state, with only the part of the window older than it. The
-middleware keeps, in three private state keys (``memory_run``, ``memory_mark``,
-``memory_head``: omitted from the agent's input and ``invoke`` output), which run is going on,
-the id of the last message it stored and of the first message of the thread (or run).
+middleware keeps, in private state keys (``memory_run``, ``memory_mark``, ``memory_head``,
+``memory_window``: omitted from the agent's input and ``invoke`` output), which run is going on,
+the id of the last message it stored and of the first message of the thread (or run), and
+which stored messages the run's window showed: a run resumed from a checkpoint after a crash
+is shown that window again, whatever was appended since (``docs/durable.md``). With a
+checkpointer, the memory tools' writes are marked with the tool call, so that a call run again
+after a crash (its checkpoint lost) does not write twice.
 """
 
 from __future__ import annotations

@@ -111,6 +111,24 @@ def test_a_tool_call_that_wrote_but_was_not_recorded_does_not_write_again(
 ) -> None:
     """The process died after ``save_memory`` wrote and before its step was recorded: the
     call runs again, finds its own change, and returns what it returned the first time."""
+    check_replayed_tool_call(memory)
+
+
+def test_the_tool_call_of_a_change_is_kept_by_postgres(postgres_url: str) -> None:
+    import uuid
+
+    import psycopg
+
+    schema = "t_" + uuid.uuid4().hex[:12]
+    try:
+        with Memory(postgres_url, store_options={"schema": schema}) as memory:
+            check_replayed_tool_call(memory)
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def check_replayed_tool_call(memory: Memory) -> None:
     with memory.session(conversation_id="c", user_id="alice"):
         from memory_adapters.run import RunLifecycle
 

@@ -48,6 +48,9 @@ class Writer:
     framework: str | None = None
     agent: str | None = None
     model: str | None = None
+    call_id: str | None = None
+    """The tool call that made the change, when it may be replayed (inside a durable run:
+    :mod:`.durable`): a replayed call finds its change and does not make it again."""
 
     def to_json(self) -> str:
         """This writer as compact JSON text (how stores keep it)."""
@@ -65,6 +68,7 @@ class Writer:
             d.get("framework"),
             d.get("agent"),
             d.get("model"),
+            d.get("call_id"),
         )
 
 

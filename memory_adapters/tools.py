@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,10 @@ from .scope import Scope
 from .steps import Plan, drive_async, drive_sync
 from .tracing import traced
 from .validation import describe
+
+REPLAYABLE: ContextVar[str | None] = ContextVar("memory_adapters.replayable_call", default=None)
+"""The durable identity of the memory tool call running here (its conversation and call id),
+set by an adapter when the call may be replayed (see :func:`.durable.replayable_call`)."""
 
 if TYPE_CHECKING:
     from .facts import Fact, Facts
@@ -177,7 +182,28 @@ class MemoryTools:
         if lifecycle is None:
             return APPLICATION
         run = lifecycle.run
-        return Writer("model", run.run_id, run.framework, run.agent, run.model)
+        return Writer("model", run.run_id, run.framework, run.agent, run.model, REPLAYABLE.get())
+
+    def _replayed(self, facts: Facts, name: str, key: str, writer: Writer) -> Plan[str | None]:
+        """What the replayed tool call ``writer.call_id`` returned the first time, when the
+        fact's latest change is that call's (a durable run resumed after it wrote); else
+        ``None``. Needs the store's fact history."""
+        from .facts import supports_history
+
+        memory = self._memory
+        if writer.call_id is None or memory.history_limit == 0:
+            return None
+        if not supports_history(memory.store):
+            return None
+        changes = yield from facts._history(key, 1)
+        if not changes or changes[0].writer.call_id != writer.call_id:
+            return None
+        last = changes[0]
+        if name == "save_memory" and last.op == "put":
+            return json.dumps({"saved": last.key, "version": last.version})
+        if name == "forget_memory" and last.op == "forget":
+            return json.dumps({"forgotten": True, "key": last.key})
+        return None
 
     def _plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:
         """The tool call's plan, observed as a ``"tool"`` operation when a plugin asks
@@ -202,6 +228,10 @@ class MemoryTools:
         facts = self._facts(scope)
         writer = self._writer()
         try:
+            if name in ("save_memory", "forget_memory"):
+                done = yield from self._replayed(facts, name, args["key"], writer)
+                if done is not None:
+                    return done
             if name == "save_memory":
                 importance = float(args.get("importance", 0.5))
                 fact = yield from facts._put(

@@ -34,9 +34,13 @@ the thread's state) are recognised and neither stored again nor shown twice: the
 stored window in their place. A message another middleware makes (a ``SummarizationMiddleware``
 summary; :func:`.mapping.synthesized`) is never stored, and once such a middleware has rewritten
 the state the model is shown the state, with only the part of the window older than it. The
-middleware keeps, in three private state keys (``memory_run``, ``memory_mark``,
-``memory_head``: omitted from the agent's input and ``invoke`` output), which run is going on,
-the id of the last message it stored and of the first message of the thread (or run).
+middleware keeps, in private state keys (``memory_run``, ``memory_mark``, ``memory_head``,
+``memory_window``: omitted from the agent's input and ``invoke`` output), which run is going on,
+the id of the last message it stored and of the first message of the thread (or run), and
+which stored messages the run's window showed: a run resumed from a checkpoint after a crash
+is shown that window again, whatever was appended since (``docs/durable.md``). With a
+checkpointer, the memory tools' writes are marked with the tool call, so that a call run again
+after a crash (its checkpoint lost) does not write twice.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from memory_adapters import Memory
+from memory_adapters import Memory, durable
 from memory_adapters.run import (
     RunLifecycle,
     RunScope,
@@ -116,6 +120,10 @@ class MemoryState(AgentState[Any]):
     memory_head: NotRequired[Annotated[str | None, PrivateStateAttr]]
     """The id of the first message of the thread (with a checkpointer) or of the run (without):
     where what the state holds, or a summary in it stands for, begins."""
+    memory_window: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    """Which stored messages the run's window showed (their seqs: a small mark,
+    :func:`memory_adapters.durable.window_mark`): a run resumed from a checkpoint after a
+    crash is shown the same window, whatever was appended to the conversation since."""
 
 
 @dataclass(slots=True)
@@ -287,22 +295,33 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         with self._lock:
             return self._runs.get(key)
 
-    def _begin(self, lifecycle: RunLifecycle, state: Any) -> Plan[tuple[_Run, dict[str, Any]]]:
+    def _begin(
+        self, lifecycle: RunLifecycle, state: Any, mark: Any = None
+    ) -> Plan[tuple[_Run, dict[str, Any]]]:
         """Start the run: load the window (and the working memory with it), hold the run's
-        input to store. The plan of ``before_agent``."""
+        input to store. The plan of ``before_agent``; with the ``mark`` of the window a run
+        resumed from a checkpoint was first shown, that window again (and what was stored
+        after it, known as stored but not shown)."""
         yield from lifecycle._start()
         window: list[BaseMessage] = []
-        if self.history:
+        update: dict[str, Any] = {"memory_run": lifecycle.run.run_id}
+        since: set[str] = set()
+        if self.history and durable.is_mark(mark):
+            shown, later = yield from durable._replay_window(lifecycle, mark)
+            window = from_messages(shown)
+            since = {m.id for m in from_messages(later) if m.id is not None}
+        elif self.history:
             loaded = yield from lifecycle._open({}, self.working)
             window = from_messages(loaded.messages())
+            update["memory_window"] = durable.window_mark(loaded)
         messages: list[AnyMessage] = list(state.get("messages") or [])
         old, hidden = _earlier(messages, state.get("memory_mark"), window)
+        old |= since
         head = state.get("memory_head")
         if not isinstance(head, str):
             head = next((m.id for m in messages if not synthesized(m)), None)
         run = _Run(lifecycle, window, old, hidden, head)
         self._hold(run, messages)
-        update: dict[str, Any] = {"memory_run": lifecycle.run.run_id}
         if head is not None and state.get("memory_head") != head:
             update["memory_head"] = head
         return run, update
@@ -315,7 +334,10 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             return found
         key, run_id = _resumed_key(state)
         lifecycle = self._lifecycle(self.resolve_scope(runtime, run_id), run_id)
-        run, _ = drive_sync(self._begin(lifecycle, state), self.memory.store, self.memory.hooks)
+        mark = state.get("memory_window") if isinstance(state, dict) else None
+        run, _ = drive_sync(
+            self._begin(lifecycle, state, mark), self.memory.store, self.memory.hooks
+        )
         self._keep(key, run)
         return run
 
@@ -325,8 +347,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             return found
         key, run_id = _resumed_key(state)
         lifecycle = self._lifecycle(await self.aresolve_scope(runtime, run_id), run_id)
+        mark = state.get("memory_window") if isinstance(state, dict) else None
         run, _ = await drive_async(
-            self._begin(lifecycle, state), self.memory.store, self.memory.hooks
+            self._begin(lifecycle, state, mark), self.memory.store, self.memory.hooks
         )
         self._keep(key, run)
         return run
@@ -588,7 +611,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         returned."""
         run = self._resume(request.state, request.runtime)
         try:
-            with run.lifecycle.activate():
+            with run.lifecycle.activate(), _replayable(run, request):
                 result = handler(request)
         except GraphBubbleUp:
             raise
@@ -608,7 +631,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         """Async :meth:`wrap_tool_call`."""
         run = await self._aresume(request.state, request.runtime)
         try:
-            with run.lifecycle.activate():
+            with run.lifecycle.activate(), _replayable(run, request):
                 result = await handler(request)
         except GraphBubbleUp:
             raise
@@ -677,6 +700,22 @@ def _resumed_key(state: Any) -> tuple[str, str]:
     must not reuse the idempotency keys of the steps the first worker stored)."""
     key = state.get("memory_run") if isinstance(state, dict) else None
     return (key if isinstance(key, str) else uuid.uuid4().hex), uuid.uuid4().hex
+
+
+CHECKPOINTER = "__pregel_checkpointer"
+"""The config key under which LangGraph hands a run its checkpointer."""
+
+
+def _replayable(run: _Run, request: ToolCallRequest) -> contextlib.AbstractContextManager[None]:
+    """With a checkpointer (a run that may be resumed after a crash, running a tool call again
+    whose result no checkpoint kept), the memory tools' writes are marked with the call, so
+    that the call run again does not write twice
+    (:func:`memory_adapters.durable.replayable_call`)."""
+    if _config().get("configurable", {}).get(CHECKPOINTER) is None:
+        return contextlib.nullcontext()
+    call_id = request.tool_call.get("id")
+    thread = run.lifecycle.conversation.conversation_id
+    return durable.replayable_call(thread, call_id if isinstance(call_id, str) else None)
 
 
 def _state_messages(state: Any) -> list[BaseMessage]:

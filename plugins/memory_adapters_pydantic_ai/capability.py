@@ -57,7 +57,7 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, DeferredToolRequests, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
-from memory_adapters import Memory, Message
+from memory_adapters import Memory, Message, durable
 from memory_adapters.run import (
     RunLifecycle,
     RunScope,
@@ -356,14 +356,18 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         lifecycle = self._lifecycle
         if lifecycle is None:
             return
-        await lifecycle.astart()
         self._live = ctx.messages
-        if self.history and not ctx.messages:
-            # a run with no prompt resumes: calls a run left waiting (approvals, deferred
-            # tools) stay at the window's tail for their results. The working memory the
-            # instructions render is read in the same round trip.
-            window = await lifecycle.aopen(working=self.working, resuming=ctx.prompt is None)
-            ctx.messages.extend(from_messages(window.messages()))
+        # a run with no prompt resumes: calls a run left waiting (approvals, deferred tools)
+        # stay at the window's tail for their results. The working memory the instructions
+        # render is read in the same round trip. Inside a durable run (a DBOS workflow) the
+        # window and the run id are a recorded step, replayed on recovery (.durable).
+        window = await durable.aopen_run(
+            lifecycle,
+            load=self.history and not ctx.messages,
+            working=self.working,
+            resuming=ctx.prompt is None,
+        )
+        ctx.messages.extend(from_messages(window))
 
     async def before_node_run(self, ctx: RunContext[AgentDepsT], *, node: Any) -> Any:
         """Keep hold of the run's live history (what a failed run persists), and of the final

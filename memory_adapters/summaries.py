@@ -1,0 +1,323 @@
+"""Summaries of evicted turns, made by a model the application already has, off the hot path.
+
+``Memory(url, summary_tokens=N, summarizer=spec)`` turns summaries on. What ``spec`` may be is
+decided by the ``make_summarizer`` hook, as embedders are (:mod:`.embedders`):
+
+* a pydantic-ai model name (``"openai:gpt-4o-mini"``), ``Model`` or ``Agent`` (the
+  ``pydantic-ai`` extra);
+* a LangChain chat model (``BaseChatModel``; the ``langchain`` extra);
+* a :class:`Summarizer`, or a plain callable ``fn(previous_summary, messages) -> str``, sync or
+  async.
+
+A summary is never computed while a run waits. A window shows the newest summary the store
+has (even one that does not yet cover the latest evicted turns: the window then shows what it
+can, within its budget, see :mod:`.window`), and says in :attr:`Window.summary_due
+<memory_adapters.window.Window.summary_due>` when turns were evicted past it. After the run's
+turn is stored, :class:`Summaries` (``memory.summaries``) computes that summary on a worker
+thread owned by the ``Memory``: it claims the range in the store first
+(:meth:`~memory_adapters.store.Store.claim_summary`: of several processes driving the same
+conversation one calls the model, once per range), reads the evicted messages, extends the
+previous summary with them through the summarizer, cuts the answer to ``summary_tokens``
+(counted with the ``Memory``'s token counter: the model's word is not trusted) and stores it
+with the model's name and the seq range it covers; the next window shows it. A summarizer
+that fails or hangs fails nothing: a failure is logged with a :class:`SummaryWarning`, and
+windows go on without the summary (a later turn tries again once the claim's lease ends).
+
+``memory.summaries.wait()`` waits for the summaries under way (tests, scripts that exit);
+``Memory.close()`` waits for them too, then stops the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .asyncs import resolve_sync
+from .errors import SummaryWarning
+from .hookspecs import hookimpl
+from .messages import Message, Record, Summary
+from .steps import Plan, StoreCall, drive_sync
+
+if TYPE_CHECKING:
+    from .memory import Memory
+
+log = logging.getLogger("memory_adapters")
+
+LEASE_SECONDS = 300.0
+"""How long a claim on a range keeps other processes from summarizing it (a process that
+dies mid-summary holds it back this long, at most)."""
+
+TOOL_TEXT_LIMIT = 200
+"""Tool arguments and results are shown to the summarizing model cut to this many characters."""
+
+INSTRUCTIONS = (
+    "You maintain the running summary of a conversation between a user and an AI assistant. "
+    "Extend the previous summary with the new messages. Keep what the assistant must remember "
+    "to go on: the user's goals, facts and preferences, decisions, open questions, results of "
+    "tool calls. Be concise; write at most about {max_tokens} tokens. Answer with the summary "
+    "only."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryDue:
+    """Turns a window evicted past the stored summary: the range a new summary should cover
+    (``start_seq``..``end_seq``, at most
+    :data:`~memory_adapters.window.SUMMARY_SOURCE_LIMIT` messages) and the summary it extends
+    (``previous``, ``None`` for the first)."""
+
+    conversation: str
+    start_seq: int
+    end_seq: int
+    previous: Summary | None
+    max_tokens: int
+    model: str | None
+    """The tokenizer the window counts with (the ``Memory``'s model)."""
+
+
+def render_messages(messages: list[Message]) -> str:
+    """The evicted messages as the summarizing model reads them: one line per message, tool
+    calls and results briefly."""
+    lines: list[str] = []
+    for m in messages:
+        if m.text:
+            lines.append(f"{m.role}: {m.text}")
+        for c in m.tool_calls:
+            args = json.dumps(c.args, ensure_ascii=False, default=str)
+            lines.append(f"{m.role} called {c.name}({_short(args)})")
+        for r in m.tool_results:
+            content = (
+                r.content if isinstance(r.content, str) else json.dumps(r.content, default=str)
+            )
+            kind = "error" if r.is_error else "result"
+            lines.append(f"tool {kind}: {_short(content)}")
+    return "\n".join(lines)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= TOOL_TEXT_LIMIT else text[: TOOL_TEXT_LIMIT - 3] + "..."
+
+
+def summary_prompt(previous: str | None, messages: list[Message]) -> str:
+    """The user prompt a model-backed summarizer sends: the previous summary and the new
+    messages."""
+    head = f"Previous summary:\n{previous}\n\n" if previous else "There is no summary yet.\n\n"
+    return f"{head}New messages:\n{render_messages(messages)}"
+
+
+class Summarizer:
+    """Extends a conversation's summary with newly evicted messages.
+
+    Subclasses implement :meth:`asummarize` (or :meth:`summarize`, or both); :attr:`name`
+    is recorded with each summary (:attr:`Summary.model
+    <memory_adapters.messages.Summary.model>`). The answer need not fit: it is cut to
+    ``max_tokens`` after."""
+
+    name: str = "summarizer"
+
+    def summarize(self, previous: str | None, messages: list[Message], max_tokens: int) -> str:
+        """The summary of ``previous`` (the summary so far, if any) and ``messages``."""
+        result: str = resolve_sync(self.asummarize(previous, messages, max_tokens))
+        return result
+
+    async def asummarize(
+        self, previous: str | None, messages: list[Message], max_tokens: int
+    ) -> str:
+        """Async :meth:`summarize`."""
+        if type(self).summarize is Summarizer.summarize:
+            raise NotImplementedError(f"{type(self).__name__} implements neither summarize")
+        return await asyncio.to_thread(self.summarize, previous, messages, max_tokens)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class CallableSummarizer(Summarizer):
+    """A plain function ``fn(previous_summary, messages) -> str`` (or an awaitable of it)."""
+
+    def __init__(self, fn: Callable[..., Any], name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or _callable_name(fn)
+
+    def summarize(self, previous: str | None, messages: list[Message], max_tokens: int) -> str:
+        return _text(resolve_sync(self.fn(previous, messages)), self.name)
+
+    async def asummarize(
+        self, previous: str | None, messages: list[Message], max_tokens: int
+    ) -> str:
+        if inspect.iscoroutinefunction(self.fn):
+            return _text(await self.fn(previous, messages), self.name)
+        result = await asyncio.to_thread(self.fn, previous, messages)
+        if inspect.isawaitable(result):
+            result = await result
+        return _text(result, self.name)
+
+
+def _callable_name(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    module = getattr(fn, "__module__", None) or ""
+    return f"{module}.{name}" if module else str(name)
+
+
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"summarizer {name!r} returned {type(value).__name__}, not str")
+    return value
+
+
+@hookimpl(trylast=True)
+def make_summarizer(spec: object) -> Summarizer | None:
+    """The built-in fallback: a :class:`Summarizer` as it is, a plain callable wrapped in a
+    :class:`CallableSummarizer`."""
+    if isinstance(spec, Summarizer):
+        return spec
+    if callable(spec) and not isinstance(spec, type):
+        return CallableSummarizer(spec)
+    return None
+
+
+# -- the background work -----------------------------------------------------------------------
+
+
+def summary_job(
+    memory: Memory, summarizer: Summarizer, due: SummaryDue, owner: str, lease: float
+) -> Plan[Summary | None]:
+    """Claim ``due``'s range, summarize it and store the summary (``None``: another process
+    claimed the range, or it is covered already, or the answer left nothing)."""
+    from .window import fit_summary
+
+    claimed = yield StoreCall(
+        "claim_summary", (due.conversation, due.end_seq, owner), {"lease_seconds": lease}
+    )
+    if not claimed:
+        return None
+    evicted: list[Record] = yield StoreCall(
+        "read", (due.conversation,), {"start_seq": due.start_seq, "end_seq": due.end_seq}
+    )
+    previous = due.previous.text if due.previous else None
+    text = summarizer.summarize(previous, [r.message for r in evicted], due.max_tokens)
+    text = _text(text, summarizer.name).strip()
+    fitted = (
+        (yield from fit_summary(memory.hooks, text, due.max_tokens, due.model)) if text else None
+    )
+    if fitted is None:
+        return None
+    prev = due.previous
+    start = prev.start_seq if prev and prev.end_seq + 1 >= due.start_seq else due.start_seq
+    summary = Summary(start, due.end_seq, fitted[0], fitted[1], time.time(), summarizer.name)
+    yield StoreCall("put_summary", (due.conversation, summary))
+    return summary
+
+
+class Summaries:
+    """The summaries a ``Memory`` computes in the background (``memory.summaries``).
+
+    One worker thread (started on first use) runs the summaries the windows asked for, one
+    conversation at a time at most; :meth:`wait` waits for those under way, :meth:`close`
+    (called by ``Memory.close()``) waits and stops the worker."""
+
+    def __init__(self, memory: Memory, summarizer: Summarizer, lease_seconds: float) -> None:
+        self.memory = memory
+        self.summarizer = summarizer
+        self.lease_seconds = lease_seconds
+        self.owner = f"{uuid.uuid4().hex}"
+        """Who this ``Memory`` claims ranges as (a fresh id per ``Memory``)."""
+        self.calls = 0
+        """How many times the summarizer was called (failures included)."""
+        self.failures = 0
+        """How many of those calls failed."""
+        self._lock = threading.Lock()
+        self._pending: dict[str, Future[Summary | None]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def submit(self, due: SummaryDue | None) -> Future[Summary | None] | None:
+        """Compute ``due`` in the background, unless a summary of its conversation is under
+        way already (or the ``Memory`` is closed). Returns at once."""
+        if due is None:
+            return None
+        with self._lock:
+            if self._closed or due.conversation in self._pending:
+                return None
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="memory-adapters-summary")
+            future = self._pool.submit(self._run, due)
+            self._pending[due.conversation] = future
+        future.add_done_callback(lambda _: self._done(due.conversation, future))
+        return future
+
+    def _done(self, conversation: str, future: Future[Summary | None]) -> None:
+        with self._lock:
+            if self._pending.get(conversation) is future:
+                del self._pending[conversation]
+
+    def _run(self, due: SummaryDue) -> Summary | None:
+        counted = _Counting(self)
+        try:
+            plan = summary_job(self.memory, counted, due, self.owner, self.lease_seconds)
+            return drive_sync(plan, self.memory.store, self.memory.hooks)
+        except Exception as exc:
+            if counted.called:
+                self.failures += 1
+            log.warning("summarizing %s failed", due.conversation, exc_info=exc)
+            warnings.warn(
+                f"summarizer {self.summarizer.name!r} failed on {due.conversation} "
+                f"(seqs {due.start_seq}..{due.end_seq}): {type(exc).__name__}: {exc}; "
+                "windows go on without this summary",
+                SummaryWarning,
+                stacklevel=1,
+            )
+            return None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the summaries under way (at most ``timeout`` seconds); whether all ended."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                futures = list(self._pending.values())
+            if not futures:
+                return True
+            for f in futures:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                try:
+                    f.result(left)
+                except TimeoutError:
+                    return False
+                except Exception:
+                    continue
+
+    def close(self) -> None:
+        """Wait for the summaries under way, then stop the worker (no new ones start)."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+    def __repr__(self) -> str:
+        return f"<Summaries {self.summarizer!r} calls={self.calls}>"
+
+
+class _Counting(Summarizer):
+    """The summarizer of :class:`Summaries`, counting its calls."""
+
+    def __init__(self, summaries: Summaries) -> None:
+        self.summaries = summaries
+        self.name = summaries.summarizer.name
+        self.called = False
+
+    def summarize(self, previous: str | None, messages: list[Message], max_tokens: int) -> str:
+        self.called = True
+        with self.summaries._lock:
+            self.summaries.calls += 1
+        return self.summaries.summarizer.summarize(previous, messages, max_tokens)

@@ -173,6 +173,7 @@ class Memory:
             raise InvalidInput(
                 "a summarizer needs summary_tokens (the size of a summary in tokens, above 0)"
             )
+        self.pm.ensure_loaded()  # with store=..., nothing has loaded the plugins yet
         summarizer = self.hooks.make_summarizer(spec)
         if summarizer is None:
             raise InvalidInput(

@@ -21,7 +21,7 @@ previous summary with them through the summarizer, cuts the answer to ``summary_
 (counted with the ``Memory``'s token counter: the model's word is not trusted) and stores it
 with the model's name and the seq range it covers; the next window shows it. A summarizer
 that fails or hangs fails nothing: a failure is logged with a :class:`SummaryWarning`, and
-windows go on without the summary (a later turn tries again once the claim's lease ends).
+windows go on without the summary (a later turn tries again, after :data:`RETRY_SECONDS`).
 
 ``memory.summaries.wait()`` waits for the summaries under way (tests, scripts that exit);
 ``Memory.close()`` waits for them too, then stops the worker.
@@ -56,6 +56,10 @@ log = logging.getLogger("memory_adapters")
 LEASE_SECONDS = 300.0
 """How long a claim on a range keeps other processes from summarizing it (a process that
 dies mid-summary holds it back this long, at most)."""
+
+RETRY_SECONDS = 60.0
+"""After a summarizer fails, no summary is started for this long (a provider that is down, or
+rate-limits, is not called again on every turn)."""
 
 TOOL_TEXT_LIMIT = 200
 """Tool arguments and results are shown to the summarizing model cut to this many characters."""
@@ -190,10 +194,16 @@ def make_summarizer(spec: object) -> Summarizer | None:
 
 
 def summary_job(
-    memory: Memory, summarizer: Summarizer, due: SummaryDue, owner: str, lease: float
+    memory: Memory,
+    summarize: Callable[[str | None, list[Message], int], str],
+    name: str,
+    due: SummaryDue,
+    owner: str,
+    lease: float,
 ) -> Plan[Summary | None]:
-    """Claim ``due``'s range, summarize it and store the summary (``None``: another process
-    claimed the range, or it is covered already, or the answer left nothing)."""
+    """Claim ``due``'s range, summarize it with ``summarize(previous, messages, max_tokens)``
+    and store the summary, made by ``name`` (``None``: another process claimed the range, or
+    a stored summary covers it, or the answer left nothing)."""
     from .window import fit_summary
 
     try:
@@ -204,20 +214,24 @@ def summary_job(
         claimed = True
     if not claimed:
         return None
+    # another process may have stored a summary since the window read: go on from it, so
+    # that no message is summarized twice
+    prev: Summary | None = yield StoreCall("latest_summary", (due.conversation,))
+    if prev is not None and prev.end_seq >= due.end_seq:
+        return None
+    start_seq = due.start_seq if prev is None else max(due.start_seq, prev.end_seq + 1)
     evicted: list[Record] = yield StoreCall(
-        "read", (due.conversation,), {"start_seq": due.start_seq, "end_seq": due.end_seq}
+        "read", (due.conversation,), {"start_seq": start_seq, "end_seq": due.end_seq}
     )
-    previous = due.previous.text if due.previous else None
-    text = summarizer.summarize(previous, [r.message for r in evicted], due.max_tokens)
-    text = _text(text, summarizer.name).strip()
+    previous = prev.text if prev else None
+    text = _text(summarize(previous, [r.message for r in evicted], due.max_tokens), name).strip()
     fitted = (
         (yield from fit_summary(memory.hooks, text, due.max_tokens, due.model)) if text else None
     )
     if fitted is None:
         return None
-    prev = due.previous
-    start = prev.start_seq if prev and prev.end_seq + 1 >= due.start_seq else due.start_seq
-    summary = Summary(start, due.end_seq, fitted[0], fitted[1], time.time(), summarizer.name)
+    start = prev.start_seq if prev and prev.end_seq + 1 >= start_seq else start_seq
+    summary = Summary(start, due.end_seq, fitted[0], fitted[1], time.time(), name)
     yield StoreCall("put_summary", (due.conversation, summary))
     return summary
 
@@ -226,23 +240,27 @@ class Summaries:
     """The summaries a ``Memory`` computes in the background (``memory.summaries``).
 
     One worker thread (started on first use) runs the summaries the windows asked for, one
-    conversation at a time at most; :meth:`wait` waits for those under way, :meth:`close`
-    (called by ``Memory.close()``) waits and stops the worker."""
+    per conversation at a time, with an event loop of its own that the summarizer's async
+    clients may keep across calls; :meth:`wait` waits for those under way, :meth:`close`
+    (called by ``Memory.close()``) waits and stops the worker. :attr:`calls` and
+    :attr:`failures` count the summarizer's calls."""
 
     def __init__(self, memory: Memory, summarizer: Summarizer, lease_seconds: float) -> None:
         self.memory = memory
         self.summarizer = summarizer
         self.lease_seconds = lease_seconds
-        self.owner = f"{uuid.uuid4().hex}"
+        self.owner = uuid.uuid4().hex
         """Who this ``Memory`` claims ranges as (a fresh id per ``Memory``)."""
         self.calls = 0
         """How many times the summarizer was called (failures included)."""
         self.failures = 0
-        """How many of those calls failed."""
+        """How many of those calls (or the storing of their summaries) failed."""
         self._lock = threading.Lock()
         self._pending: dict[str, Future[Summary | None]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the worker's, used there only
         self._closed = False
+        self._retry_at = 0.0  # time.monotonic() before which no summary starts (a failure)
 
     def submit(self, due: SummaryDue | None) -> Future[Summary | None] | None:
         """Compute ``due`` in the background, unless a summary of its conversation is under
@@ -251,6 +269,8 @@ class Summaries:
             return None
         with self._lock:
             if self._closed or due.conversation in self._pending:
+                return None
+            if self._retry_at and time.monotonic() < self._retry_at:
                 return None
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="memory-adapters-summary")
@@ -264,14 +284,30 @@ class Summaries:
             if self._pending.get(conversation) is future:
                 del self._pending[conversation]
 
+    def _summarize(self, previous: str | None, messages: list[Message], max_tokens: int) -> str:
+        with self._lock:
+            self.calls += 1
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(
+            self.summarizer.asummarize(previous, messages, max_tokens)
+        )
+
     def _run(self, due: SummaryDue) -> Summary | None:
-        counted = _Counting(self)
         try:
-            plan = summary_job(self.memory, counted, due, self.owner, self.lease_seconds)
+            plan = summary_job(
+                self.memory,
+                self._summarize,
+                self.summarizer.name,
+                due,
+                self.owner,
+                self.lease_seconds,
+            )
             return drive_sync(plan, self.memory.store, self.memory.hooks)
         except Exception as exc:
-            if counted.called:
+            with self._lock:
                 self.failures += 1
+                self._retry_at = time.monotonic() + RETRY_SECONDS
             log.warning("summarizing %s failed", due.conversation, exc_info=exc)
             warnings.warn(
                 f"summarizer {self.summarizer.name!r} failed on {due.conversation} "
@@ -296,7 +332,7 @@ class Summaries:
                     f.result(left)
                 except TimeoutError:
                     return False
-                except Exception:
+                except Exception:  # _run reports its failures itself
                     continue
 
     def close(self) -> None:
@@ -306,21 +342,9 @@ class Summaries:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=True)
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
 
     def __repr__(self) -> str:
         return f"<Summaries {self.summarizer!r} calls={self.calls}>"
-
-
-class _Counting(Summarizer):
-    """The summarizer of :class:`Summaries`, counting its calls."""
-
-    def __init__(self, summaries: Summaries) -> None:
-        self.summaries = summaries
-        self.name = summaries.summarizer.name
-        self.called = False
-
-    def summarize(self, previous: str | None, messages: list[Message], max_tokens: int) -> str:
-        self.called = True
-        with self.summaries._lock:
-            self.summaries.calls += 1
-        return self.summaries.summarizer.summarize(previous, messages, max_tokens)

@@ -146,9 +146,9 @@ def test_summarizers_are_resolved_like_embedders() -> None:
         memory.close()
     memory = Memory("memory://", summary_tokens=50, summarizer=mine)
     assert memory.summaries is not None and memory.summaries.summarizer is mine
-    expected = {"s": sync, "a": coro, "m": mine}
-    for text, spec in expected.items():
-        made = Memory("memory://", summary_tokens=5, summarizer=spec).summaries
+    expected: dict[str, object] = {"s": sync, "a": coro, "m": mine}
+    for text, chosen in expected.items():
+        made = Memory("memory://", summary_tokens=5, summarizer=chosen).summaries
         assert made is not None
         assert made.summarizer.summarize(None, [], 5) == text
         assert asyncio.run(made.summarizer.asummarize(None, [], 5)) == text
@@ -297,7 +297,7 @@ def test_200_turns_through_langchain() -> None:
     )
     windows = Windows()
     memory.register(windows)
-    agent = create_agent(
+    agent: Any = create_agent(
         ScriptedChatModel([answer]), middleware=[MemoryMiddleware(memory, tools=False)]
     )
     config: Any = {"configurable": {"thread_id": "lc"}}
@@ -466,9 +466,14 @@ def test_summary_jobs_are_plans() -> None:
 
     memory = Memory("memory://", summary_tokens=SUMMARY)
     called: list[int] = []
+
+    def summarize(previous: str | None, messages: list[Message], max_tokens: int) -> str:
+        called.append(1)
+        return "s"
+
     job = summary_job(
         memory,
-        lambda p, m, n: called.append(1) or "s",
+        summarize,
         "x",
         SummaryDue("c", 1, 4, None, SUMMARY, None),
         "me",

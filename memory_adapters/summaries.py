@@ -33,12 +33,13 @@ import asyncio
 import inspect
 import json
 import logging
+import queue
 import threading
 import time
 import uuid
 import warnings
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -241,7 +242,9 @@ class Summaries:
 
     One worker thread (started on first use) runs the summaries the windows asked for, one
     per conversation at a time, with an event loop of its own that the summarizer's async
-    clients may keep across calls; :meth:`wait` waits for those under way, :meth:`close`
+    clients may keep across calls. It is a daemon: a summarizer that hangs never keeps the
+    process from exiting (what is under way then is dropped; its claim lapses with its
+    lease); :meth:`wait` waits for those under way, :meth:`close`
     (called by ``Memory.close()``) waits and stops the worker. :attr:`calls` and
     :attr:`failures` count the summarizer's calls."""
 
@@ -257,7 +260,10 @@ class Summaries:
         """How many of those calls (or the storing of their summaries) failed."""
         self._lock = threading.Lock()
         self._pending: dict[str, Future[Summary | None]] = {}
-        self._pool: ThreadPoolExecutor | None = None
+        self._queue: queue.SimpleQueue[tuple[SummaryDue, Future[Summary | None]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the worker's, used there only
         self._closed = False
         self._retry_at = 0.0  # time.monotonic() before which no summary starts (a failure)
@@ -272,9 +278,14 @@ class Summaries:
                 return None
             if self._retry_at and time.monotonic() < self._retry_at:
                 return None
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, thread_name_prefix="memory-adapters-summary")
-            future = self._pool.submit(self._run, due)
+            if self._thread is None:
+                # a daemon: a summarizer that hangs never keeps the interpreter from exiting
+                self._thread = threading.Thread(
+                    target=self._work, name="memory-adapters-summary", daemon=True
+                )
+                self._thread.start()
+            future: Future[Summary | None] = Future()
+            self._queue.put((due, future))
             self._pending[due.conversation] = future
         future.add_done_callback(lambda _: self._done(due.conversation, future))
         return future
@@ -335,16 +346,24 @@ class Summaries:
                 except Exception:  # _run reports its failures itself
                     continue
 
+    def _work(self) -> None:
+        """The worker thread: the queued summaries, one after the other."""
+        while (item := self._queue.get()) is not None:
+            due, future = item
+            if future.set_running_or_notify_cancel():
+                future.set_result(self._run(due))  # _run reports its failures itself
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
     def close(self) -> None:
         """Wait for the summaries under way, then stop the worker (no new ones start)."""
         with self._lock:
             self._closed = True
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
 
     def __repr__(self) -> str:
         return f"<Summaries {self.summarizer!r} calls={self.calls}>"

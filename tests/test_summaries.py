@@ -6,6 +6,9 @@ summarizer never fails or delays a run."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -348,6 +351,46 @@ def test_two_processes_make_each_summary_once(tmp_path: Path) -> None:
     assert 0 < ra.calls + rb.calls <= TURNS // 3
     summarized = [t for t in ra.seen + rb.seen if t.startswith("turn")]
     assert not [t for t, n in Counter(summarized).items() if n > 1]
+
+
+WORKER = """
+import json, sys
+from memory_adapters import Memory, Message
+
+url, name, out = sys.argv[1:4]
+seen = []
+
+
+def summarize(previous, messages):
+    seen.extend(m.text for m in messages if m.role == "user")
+    return (previous or "") + " + " + str(len(messages))
+
+
+memory = Memory(url, history_tokens=300, summary_tokens=60, summarizer=summarize)
+with memory.session(conversation_id="shared"):
+    for i in range(60):
+        turn = [Message.user(f"{name} {i} " + "words " * 8), Message.assistant("ok")]
+        memory.conversation.append(turn)
+        memory.conversation.window()
+memory.close()
+with open(out, "w") as f:
+    json.dump(seen, f)
+"""
+
+
+def test_two_real_processes_summarize_each_message_once(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    outs = [tmp_path / "a.json", tmp_path / "b.json"]
+    workers = [
+        subprocess.Popen([sys.executable, "-c", WORKER, url, name, str(out)])
+        for name, out in zip("ab", outs, strict=True)
+    ]
+    assert [w.wait() for w in workers] == [0, 0]
+    seen = [json.loads(out.read_text()) for out in outs]
+    print(f"two real processes: {len(seen[0])} + {len(seen[1])} user messages summarized")
+    everything = seen[0] + seen[1]
+    assert everything
+    assert not [t for t, n in Counter(everything).items() if n > 1]
 
 
 def test_a_claimed_range_is_not_summarized_by_another_process(tmp_path: Path) -> None:

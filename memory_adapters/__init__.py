@@ -30,6 +30,7 @@ from .errors import (
     PluginWarning,
     StoreNotReady,
     StoreUnavailable,
+    SummaryWarning,
     TokenCountWarning,
     ToolArgumentError,
     UnknownScheme,
@@ -51,6 +52,7 @@ from .operations import (
 from .run import Run
 from .scope import Scope
 from .store import Store
+from .summaries import Summarizer
 from .tools import MEMORY_TOOLS, TOOL_INSTRUCTIONS, ToolSpec
 from .window import Window
 from .working import Conflict, MergeReport, Note, WorkingMemory
@@ -94,7 +96,9 @@ __all__ = [
     "Store",
     "StoreNotReady",
     "StoreUnavailable",
+    "Summarizer",
     "Summary",
+    "SummaryWarning",
     "TokenCountWarning",
     "ToolArgumentError",
     "ToolCall",

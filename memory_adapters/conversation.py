@@ -189,6 +189,7 @@ class Conversation:
             resuming=options.get("resuming", False),
             model=m.model,
             run=run,
+            background=m.summaries is not None,
         )
         return window
 
@@ -243,8 +244,10 @@ class Conversation:
         ``resuming`` is for a run that resumes calls a run left waiting for their results
         (approvals, deferred tools): the calls its last message marks as awaiting
         (``meta["awaiting"]``) stay at the window's tail, unanswered.
+        With a ``Memory`` summarizer, a summary the window found due is computed in the
+        background (:mod:`memory_adapters.summaries`) and shown from a later window on.
         """
-        return drive_sync(
+        window = drive_sync(
             self._window(
                 _opts(
                     max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens, resuming
@@ -254,6 +257,9 @@ class Conversation:
             self._memory.store,
             self._memory.hooks,
         )
+        if window.summary_due is not None and self._memory.summaries is not None:
+            self._memory.summaries.submit(window.summary_due)
+        return window
 
     def messages(self, **options: Any) -> list[Message]:
         """Shorthand for ``window(**options).messages()``."""
@@ -311,7 +317,7 @@ class Conversation:
         run: Run | None = None,
     ) -> Window:
         """Async :meth:`window`."""
-        return await drive_async(
+        window = await drive_async(
             self._window(
                 _opts(
                     max_tokens, max_messages, pin_system, pin_first_turn, summary_tokens, resuming
@@ -321,6 +327,9 @@ class Conversation:
             self._memory.store,
             self._memory.hooks,
         )
+        if window.summary_due is not None and self._memory.summaries is not None:
+            self._memory.summaries.submit(window.summary_due)
+        return window
 
     async def amessages(self, **options: Any) -> list[Message]:
         """Async :meth:`messages`."""

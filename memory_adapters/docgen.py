@@ -22,7 +22,14 @@ from .plugins import BUILTIN_PLUGINS
 SECTIONS = (
     (
         "Registration",
-        ("register_stores", "register_adapters", "count_tokens", "make_embedder", "embed"),
+        (
+            "register_stores",
+            "register_adapters",
+            "count_tokens",
+            "make_embedder",
+            "make_summarizer",
+            "embed",
+        ),
     ),
     ("A run", ("run_started", "history_loaded", "before_model_call", "run_finished", "run_failed")),
     ("Persistence", ("before_save", "after_save")),

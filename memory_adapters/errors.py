@@ -171,3 +171,8 @@ class HookErrorWarning(MemoryAdaptersWarning):
 class EmbeddingWarning(MemoryAdaptersWarning):
     """The embedder failed: a search fell back to keywords, or a fact was stored without its
     vectors (it is embedded when a semantic search of its scope next needs it)."""
+
+
+class SummaryWarning(MemoryAdaptersWarning):
+    """The summarizer failed (or answered nothing usable) in the background: no summary was
+    stored for that range, and windows go on without it."""

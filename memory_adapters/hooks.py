@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .plugins import PluginManager
     from .run import Run
     from .scope import Scope
+    from .summaries import Summarizer
     from .tracing import Operation
     from .window import Window
     from .working import MergeReport
@@ -87,6 +88,12 @@ class Hooks:
     def make_embedder(self, spec: object) -> Embedder | None:
         """The embedder a plugin makes of ``spec`` (``Memory(embed=spec)``), or ``None``."""
         result: Embedder | None = self._pm.hook.make_embedder(spec=spec)
+        return result
+
+    def make_summarizer(self, spec: object) -> Summarizer | None:
+        """The summarizer a plugin makes of ``spec`` (``Memory(summarizer=spec)``), or
+        ``None``."""
+        result: Summarizer | None = self._pm.hook.make_summarizer(spec=spec)
         return result
 
     def embed(self, texts: list[str], model: str, input_type: str) -> HookCall | None:

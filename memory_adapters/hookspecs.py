@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .messages import Message, Record
     from .run import Run
     from .scope import Scope
+    from .summaries import Summarizer
     from .tracing import Operation
     from .window import Window
     from .working import MergeReport
@@ -104,6 +105,21 @@ def make_embedder(spec: object) -> Embedder | None:
     (check ``sys.modules`` for objects). *firstresult*: the first answer wins; the built-in
     fallback for :class:`~memory_adapters.embedders.Embedder` instances and plain callables is
     ``trylast``.
+    """
+
+
+@hookspec(firstresult=True)
+def make_summarizer(spec: object) -> Summarizer | None:
+    """Turn what the application gave as ``Memory(url, summarizer=spec)`` into a
+    :class:`~memory_adapters.summaries.Summarizer`, or return ``None`` when this plugin does
+    not know ``spec``.
+
+    ``spec`` is a pydantic-ai model name (``"openai:gpt-4o-mini"``) or an object (a pydantic-ai
+    ``Model`` or ``Agent``, a LangChain chat model, a callable). Answer without importing a
+    framework the user did not install (check ``sys.modules`` for objects). *firstresult*: the
+    first answer wins; the built-in fallback for
+    :class:`~memory_adapters.summaries.Summarizer` instances and plain callables
+    ``fn(previous_summary, messages) -> str`` is ``trylast``.
     """
 
 
@@ -206,7 +222,10 @@ def summarize(
 
     Return the summary text, or an awaitable of it, or ``None`` to not summarize. The summary
     is stored with the seq range it covers and reused on later turns: it is computed once per
-    evicted range, not once per turn. No built-in implementation. *firstresult*.
+    evicted range, not once per turn. An implementation runs inside the window read, while the
+    run waits; ``Memory(summarizer=...)`` (:mod:`memory_adapters.summaries`) summarizes in the
+    background instead, and is used only where no implementation of this hook is registered.
+    No built-in implementation. *firstresult*.
     """
 
 

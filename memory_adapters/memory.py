@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -26,6 +27,7 @@ from .plugins import PluginManager
 from .scope import Scope, Session
 from .steps import Plan, drive_async, drive_sync
 from .store import Store
+from .summaries import LEASE_SECONDS, Summaries, Summarizer
 from .tools import MemoryTools
 from .validation import MAX_TURN_BYTES, check_bool, check_model, check_positive_int
 from .working import WorkingMemory
@@ -58,7 +60,11 @@ class Memory:
     Options: ``namespace`` separates applications sharing a store; ``model`` picks the
     tokenizer; ``history_tokens`` is the default window budget; ``pin_system`` /
     ``pin_first_turn`` keep the head of the conversation in every window; ``summary_tokens``
-    (0 = off) enables summaries of evicted turns through the ``summarize`` hook;
+    (0 = off) enables summaries of evicted turns, made by ``summarizer`` in the background
+    (:mod:`memory_adapters.summaries`: a pydantic-ai model name, ``Model`` or ``Agent``, a
+    LangChain chat model, a :class:`~memory_adapters.summaries.Summarizer` or a callable
+    ``fn(previous_summary, messages) -> str``; :attr:`summaries` runs them) or by a
+    ``summarize`` hook, inline;
     ``working_tokens`` bounds rendered working memory; ``max_turn_bytes`` bounds one append.
     ``embed`` chooses the embedder of semantic recall (:mod:`memory_adapters.embedders`): a
     name (``"wordllama"``, ``"openai:text-embedding-3-small"``), an embedder object (pydantic-ai,
@@ -95,6 +101,7 @@ class Memory:
         embed: object = None,
         telemetry_content: bool | None = None,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
+        summarizer: object = None,
     ) -> None:
         if namespace is None:
             namespace = _from_env(env.NAMESPACE, lambda v: Scope(namespace=v).namespace)
@@ -137,6 +144,8 @@ class Memory:
             self.store = self.open_store(
                 url or env.get(ENV_URL) or DEFAULT_URL, **(store_options or {})
             )
+        self.summaries: Summaries | None = self._make_summaries(summarizer)
+        """The background summaries (``None`` without a ``summarizer``)."""
         self.embedder: Embedder | None = self._make_embedder(embed)
         """The embedder of semantic recall, or ``None`` (keyword search only)."""
         self._scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
@@ -156,6 +165,28 @@ class Memory:
     def unregister(self, plugin: object | None = None, name: str | None = None) -> None:
         """Unregister a plugin by object or name."""
         self.pm.unregister(plugin, name=name)
+
+    def _make_summaries(self, spec: object) -> Summaries | None:
+        if spec is None:
+            return None
+        if self.summary_tokens == 0:
+            raise InvalidInput(
+                "a summarizer needs summary_tokens (the size of a summary in tokens, above 0)"
+            )
+        self.pm.ensure_loaded()  # with store=..., nothing has loaded the plugins yet
+        summarizer = self.hooks.make_summarizer(spec)
+        if summarizer is None:
+            raise InvalidInput(
+                f"no installed plugin makes a summarizer of {spec!r}: give a pydantic-ai model "
+                'name such as "openai:gpt-4o-mini", a pydantic-ai Model or Agent, a LangChain '
+                "chat model, a memory_adapters.Summarizer or a callable "
+                "fn(previous_summary, messages) -> str"
+            )
+        if not isinstance(summarizer, Summarizer):
+            raise TypeError(
+                f"make_summarizer returned {type(summarizer).__name__}, not a Summarizer"
+            )
+        return Summaries(self, summarizer, LEASE_SECONDS)
 
     def _make_embedder(self, spec: object) -> Embedder | None:
         if spec is False:
@@ -362,11 +393,15 @@ class Memory:
         return await self.hooks.count_tokens_async(_texts(texts), check_model(model) or self.model)
 
     def close(self) -> None:
-        """Close the store."""
+        """Wait for the summaries under way (if any), then close the store."""
+        if self.summaries is not None:
+            self.summaries.close()
         self.store.close()
 
     async def aclose(self) -> None:
         """Async :meth:`close`."""
+        if self.summaries is not None:
+            await asyncio.to_thread(self.summaries.close)
         await self.store.aclose()
 
     def __enter__(self) -> Memory:

@@ -383,10 +383,14 @@ class AppendResult:
 
 @dataclass(slots=True, frozen=True)
 class Summary:
-    """A summary of the messages ``start_seq``..``end_seq`` (inclusive) of a conversation."""
+    """A summary of the messages ``start_seq``..``end_seq`` (inclusive) of a conversation:
+    its ``text``, the ``tokens`` of the system message it is shown as, when it was made
+    (``created_at``, seconds since the epoch) and by what (``model``: the summarizer's name,
+    ``None`` when a ``summarize`` hook made it)."""
 
     start_seq: int
     end_seq: int
     text: str
     tokens: int
     created_at: float = 0.0
+    model: str | None = None

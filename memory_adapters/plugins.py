@@ -43,6 +43,7 @@ CORE_PLUGINS: tuple[str, ...] = (
     "memory_adapters.tokens",
     "memory_adapters.window",
     "memory_adapters.embedders",
+    "memory_adapters.summaries",
 )
 """Modules of the core registered into every plugin manager (their hooks are ``trylast``)."""
 

@@ -57,6 +57,7 @@ from .working import POLICIES, MergePolicy, MergeReport, Note, WorkingMemory
 
 if TYPE_CHECKING:
     from .memory import Memory
+    from .summaries import SummaryDue
     from .window import Window
 
 T = TypeVar("T")
@@ -231,6 +232,7 @@ class RunLifecycle:
 
     __slots__ = (
         "_closed",
+        "_due",
         "_notes",
         "_outer",
         "_preloaded",
@@ -282,6 +284,7 @@ class RunLifecycle:
         self._preloaded: str | None = None
         self._notes: tuple[int, dict[str, Note]] | None = None
         self._outer: RunLifecycle | None = None
+        self._due: SummaryDue | None = None
 
     @property
     def scope(self) -> Scope:
@@ -322,6 +325,8 @@ class RunLifecycle:
         window: Window = yield from conversation._window(
             {**self.window_options, **options}, self.run
         )
+        if window.summary_due is not None:
+            self._due = window.summary_due
         mine = self.run.run_id
         if any(r.run_id == mine for r in (*window.pinned, *window.records)):
             # earlier attempts of this very run (a retry under the same run id): the run
@@ -419,6 +424,9 @@ class RunLifecycle:
         if msgs:  # the whole run as one batch keyed by the run id, or the rest after its steps
             key = f"{self.run.run_id}.{next(self._steps)}" if self._saved else self.run.run_id
             yield from self._append(msgs, key)
+        if self._due is not None and self.memory.summaries is not None:
+            # evicted turns to summarize: in the background, shown from the next turn on
+            self.memory.summaries.submit(self._due)
         hooks = self.memory.hooks
         if error is None:
             step = hooks.run_finished(self.run, list(self._saved))

@@ -100,8 +100,9 @@ def one_call(call: StoreCall) -> Plan[Any]:
 def gather(*plans: Plan[Any]) -> Plan[list[Any]]:
     """Run ``plans`` side by side; return their results, in order.
 
-    Each round, every plan still going is advanced to its next step: their store calls are
-    made as one :class:`StoreBatch`, any other step (a hook, an embedding) on its own. So the
+    Each round, every plan still going is advanced to its next step: their store calls (and
+    the calls of their own batches) are made as one :class:`StoreBatch`, any other step (a
+    hook, an embedding) on its own. So the
     first reads of independent plans share one round trip, and so do their second ones."""
     results: list[Any] = [None] * len(plans)
     pending: dict[int, Step] = {}
@@ -112,14 +113,24 @@ def gather(*plans: Plan[Any]) -> Plan[list[Any]]:
             results[i] = stop.value
     while pending:
         answers: dict[int, Any] = {}
-        calls = [(i, s) for i, s in pending.items() if isinstance(s, StoreCall)]
-        if len(calls) == 1:
+        calls: list[tuple[int, StoreCall]] = []  # a plan's own batch joins the round's batch
+        for i, s in pending.items():
+            if isinstance(s, StoreCall):
+                calls.append((i, s))
+            elif isinstance(s, StoreBatch):
+                answers[i] = []
+                calls.extend((i, c) for c in s.calls)
+        if len(calls) == 1 and isinstance(pending[calls[0][0]], StoreCall):
             answers[calls[0][0]] = yield calls[0][1]
         elif calls:
             got = yield StoreBatch([s for _, s in calls])
-            answers.update(zip((i for i, _ in calls), got, strict=True))
+            for (i, _), value in zip(calls, got, strict=True):
+                if isinstance(pending[i], StoreBatch):
+                    answers[i].append(value)
+                else:
+                    answers[i] = value
         for i, s in pending.items():
-            if not isinstance(s, StoreCall):
+            if not isinstance(s, StoreCall | StoreBatch):
                 answers[i] = yield s
         for i in list(pending):
             try:

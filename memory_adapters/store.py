@@ -166,6 +166,21 @@ class Store(ABC):
     def latest_summary(self, conversation: str) -> Summary | None:
         """The stored summary with the highest ``end_seq``, if any."""
 
+    def claim_summary(
+        self, conversation: str, end_seq: int, owner: str, *, lease_seconds: float
+    ) -> bool:
+        """Claim the summary of ``conversation`` up to ``end_seq`` for ``owner`` (a process's
+        id), for ``lease_seconds``: ``True`` when the caller should compute it. ``False``
+        when a stored summary reaches ``end_seq`` already, or another owner holds an unexpired
+        claim on the conversation (one summary is under way per conversation, across
+        processes). The same owner claiming again renews its claim. A claim ends when its
+        lease does, or when :meth:`put_summary` stores a summary reaching its ``end_seq``; it
+        is never returned by :meth:`latest_summary`, and goes with the conversation. Atomic:
+        of owners claiming at once, one gets ``True``. Optional: the default raises
+        :class:`~memory_adapters.errors.Unsupported` (a background summarizer then
+        summarizes without claiming: fine for one process)."""
+        raise Unsupported(f"{type(self).__name__} cannot claim summaries")
+
     # -- facts -----------------------------------------------------------------------------
 
     @abstractmethod
@@ -440,6 +455,14 @@ class Store(ABC):
     async def alatest_summary(self, conversation: str) -> Summary | None:
         """Async :meth:`latest_summary`."""
         return await self._offload(self.latest_summary, conversation)
+
+    async def aclaim_summary(
+        self, conversation: str, end_seq: int, owner: str, *, lease_seconds: float
+    ) -> bool:
+        """Async :meth:`claim_summary`."""
+        return await self._offload(
+            self.claim_summary, conversation, end_seq, owner, lease_seconds=lease_seconds
+        )
 
     async def aput_fact(
         self,

@@ -7,7 +7,9 @@ what the ones before it left, and :attr:`Window.left_out` says so):
 
 1. the pinned system messages at the conversation's start (``pin_system``);
 2. the pinned first turn (``pin_first_turn``), once a second turn has begun;
-3. the summary of evicted turns, when a ``summarize`` hook makes one;
+3. the summary of evicted turns, when summaries are on (``summary_tokens``) and the store
+   has one: the newest it has, even one that does not cover the latest evicted turns yet
+   (the tail then starts where the budget lets it, after a gap nothing shows);
 4. the tail: the newest whole turns that fit in what is left. The tail starts at a user
    message, or at the conversation's start (right after the pins) when everything since then
    fits, whatever role opens it (an agent that greets first).
@@ -30,7 +32,11 @@ tool messages follows them, so that the run can answer them.
 
 Turns evicted from the window can be summarized through the ``summarize`` hook; each summary
 is stored with the seq range it covers and reused until the window moves on by about half its
-budget, so summarizing costs once per range, not once per turn.
+budget, so summarizing costs once per range, not once per turn. With a ``Memory`` summarizer
+(:mod:`memory_adapters.summaries`) and no such hook, the window does not wait for a summary:
+it names the range due in :attr:`Window.summary_due`, computed after the turn in the
+background and shown from the next window on. The stored summary is read in the same round
+trip as the window's messages; with summaries off nothing more is read.
 """
 
 from __future__ import annotations
@@ -40,7 +46,8 @@ from typing import TYPE_CHECKING, Literal
 
 from .hookspecs import hookimpl
 from .messages import Message, Record, Summary
-from .steps import Plan, StoreCall
+from .steps import Plan, StoreBatch, StoreCall
+from .summaries import SummaryDue
 from .tokens import MESSAGE_OVERHEAD
 
 if TYPE_CHECKING:
@@ -90,6 +97,9 @@ class Window:
     left_out: list[LeftOut] = field(default_factory=list)
     """What the window did not show for want of budget or because it would break a model
     API (see :class:`LeftOut`); older turns that fell out of the tail are not listed."""
+    summary_due: SummaryDue | None = None
+    """Turns evicted past the stored summary, for a background summarizer to summarize
+    (``None``: nothing due, or summaries are made inline or are off)."""
 
     @property
     def tokens(self) -> int:
@@ -283,7 +293,7 @@ class _Budget:
             self.messages -= messages
 
 
-def _fit_summary(
+def fit_summary(
     hooks: Hooks, text: str, limit: int, model: str | None
 ) -> Plan[tuple[str, int] | None]:
     """``text`` cut until its summary message counts at most ``limit`` tokens, and the count;
@@ -315,32 +325,52 @@ def window_plan(
     resuming: bool = False,
     model: str | None = None,
     run: Run | None = None,
+    background: bool = False,
 ) -> Plan[Window]:
     """Read and choose the window of ``conversation`` (see the module docstring; ``resuming``
-    as for :func:`pair_tool_calls`)."""
+    as for :func:`pair_tool_calls`). With ``background`` (a ``Memory`` summarizer) and no
+    ``summarize`` hook, turns evicted past the stored summary are named in
+    :attr:`Window.summary_due` instead of summarized here."""
     window = Window(conversation, max_tokens=max_tokens, max_messages=max_messages)
     left = _Budget(max_tokens, max_messages)
     summarize = hooks.summarize([], None, summary_tokens, model) if summary_tokens > 0 else None
-    stored: Summary | None = None
-    if summarize is not None:
-        stored = yield StoreCall("latest_summary", (conversation,))
+    summaries = summary_tokens > 0 and (summarize is not None or background)
 
     # One call reads the head the pins need (usually a few messages) and the tail within the
-    # whole budget; the tail is cut to what the pins and the summary leave below.
+    # whole budget; the tail is cut to what the pins and the summary leave below. The stored
+    # summary, when summaries are on, is read in the same round trip.
     tail: list[Record] = []
     want_tail = max_tokens != 0 and max_messages != 0
     pinned_end = 0
-    if pin_system or pin_first_turn:
-        probe = HEAD_LIMIT if pin_first_turn else 2
+    pins = pin_system or pin_first_turn
+    probe = HEAD_LIMIT if pin_first_turn else 2
+    first: StoreCall | None = None
+    if pins and want_tail:
+        first = StoreCall(
+            "head_and_tail",
+            (conversation,),
+            {"head": probe, "max_tokens": max_tokens, "max_messages": max_messages},
+        )
+    elif pins:
+        first = StoreCall("read", (conversation,), {"limit": probe})
+    elif want_tail:
+        first = StoreCall(
+            "tail", (conversation,), {"max_tokens": max_tokens, "max_messages": max_messages}
+        )
+    stored: Summary | None = None
+    got: object = None
+    if summaries and first is not None:
+        stored, got = yield StoreBatch([StoreCall("latest_summary", (conversation,)), first])
+    elif summaries:
+        stored = yield StoreCall("latest_summary", (conversation,))
+    elif first is not None:
+        got = yield first
+    if pins:
         head: list[Record]
         if want_tail:
-            head, tail = yield StoreCall(
-                "head_and_tail",
-                (conversation,),
-                {"head": probe, "max_tokens": max_tokens, "max_messages": max_messages},
-            )
+            head, tail = got  # type: ignore[misc]
         else:
-            head = yield StoreCall("read", (conversation,), {"limit": probe})
+            head = got  # type: ignore[assignment]
         if len(head) == probe < HEAD_LIMIT and all(r.message.role == "system" for r in head):
             head = yield StoreCall("read", (conversation,), {"limit": HEAD_LIMIT})
         groups, pinned_end = _pin_groups(head, pin_system, pin_first_turn)
@@ -352,9 +382,7 @@ def window_plan(
             elif group:
                 window.left_out.append(LeftOut("pinned", tuple(r.seq for r in group), cost))
     elif want_tail:
-        tail = yield StoreCall(
-            "tail", (conversation,), {"max_tokens": max_tokens, "max_messages": max_messages}
-        )
+        tail = got  # type: ignore[assignment]
 
     summary: Summary | None = None
     if stored is not None:
@@ -370,12 +398,14 @@ def window_plan(
     after_summary = _Budget(left.tokens, left.messages)
     if summary is not None:
         after_summary.take(summary.tokens, 1)
-    first, selected = yield from _select(
+    start_of_tail, selected = yield from _select(
         hooks, candidates, after_summary, opening, floor + 1, window.left_out, resuming
     )
+    start: int | None = None
+    end = 0
     if (
-        summarize is not None
-        and first - 1 > floor
+        summaries
+        and start_of_tail - 1 > floor
         and left.tokens is not None
         and left.fits(summary_tokens, 1)
     ):
@@ -385,15 +415,18 @@ def window_plan(
         if left.messages is not None:
             half.messages = left.messages - 1
         kept = cut(candidates, half.tokens, half.messages)
-        end = (kept[0].seq if kept else first) - 1  # the last seq the new summary covers
+        end = (kept[0].seq if kept else start_of_tail) - 1  # the last seq the new one covers
         start = max(floor + 1, end + 1 - SUMMARY_SOURCE_LIMIT)
+    if summaries and summarize is None and start is not None:
+        window.summary_due = SummaryDue(conversation, start, end, stored, summary_tokens, model)
+    elif summarize is not None and start is not None:
         evicted: list[Record] = yield StoreCall(
             "read", (conversation,), {"start_seq": start, "end_seq": end}
         )
         summarize.kwargs["messages"] = [r.message for r in evicted]
         summarize.kwargs["previous"] = stored.text if stored else None
         text = yield summarize
-        fitted = (yield from _fit_summary(hooks, text, summary_tokens, model)) if text else None
+        fitted = (yield from fit_summary(hooks, text, summary_tokens, model)) if text else None
         if fitted is not None:
             covered_from = stored.start_seq if stored and stored.end_seq + 1 >= start else start
             summary = Summary(covered_from, end, fitted[0], fitted[1])

@@ -436,6 +436,68 @@ class StoreConformance(WindowProperties, SemanticConformance, OperationsConforma
         assert latest.text == f"summary #{len(calls)} of {calls[-1][0]} messages"
         assert calls[-1][1] is not None  # each summary continues the previous one
 
+    def test_summaries_record_their_model(self, store: Store) -> None:
+        store.append("sm", _entries("m", 4))
+        store.put_summary("sm", Summary(1, 2, "old", 5, 1.0))
+        assert store.latest_summary("sm") == Summary(1, 2, "old", 5, 1.0, None)
+        store.put_summary("sm", Summary(1, 4, "new", 6, 2.0, "openai:gpt-4o-mini"))
+        assert store.latest_summary("sm") == Summary(1, 4, "new", 6, 2.0, "openai:gpt-4o-mini")
+
+    def test_summary_claims(self, store: Store) -> None:
+        """One summary under way per conversation across processes; never for a range a
+        stored summary covers; a claim ends with its lease or with the summary it was for."""
+        store.append("cl", _entries("c", 30))
+        assert store.claim_summary("cl", 10, "a", lease_seconds=600) is True
+        assert store.claim_summary("cl", 10, "b", lease_seconds=600) is False
+        assert store.claim_summary("cl", 12, "b", lease_seconds=600) is False
+        assert store.claim_summary("cl", 10, "a", lease_seconds=600) is True  # renewed
+        assert store.claim_summary("other", 10, "b", lease_seconds=600) is True
+        assert store.latest_summary("cl") is None  # a claim is not a summary
+        store.put_summary("cl", Summary(1, 10, "s", 3, time.time(), "m"))
+        latest = store.latest_summary("cl")
+        assert latest is not None and (latest.end_seq, latest.text) == (10, "s")
+        assert store.claim_summary("cl", 10, "b", lease_seconds=600) is False  # covered
+        assert store.claim_summary("cl", 8, "b", lease_seconds=600) is False
+        assert store.claim_summary("cl", 20, "b", lease_seconds=600) is True  # a's claim ended
+        latest = store.latest_summary("cl")
+        assert latest is not None and latest.end_seq == 10
+        # a lease that ended frees the conversation for another owner
+        assert store.claim_summary("lease", 5, "a", lease_seconds=0) is True
+        assert store.claim_summary("lease", 5, "b", lease_seconds=600) is True
+        assert store.claim_summary("lease", 5, "a", lease_seconds=600) is False
+        # a claim goes with its conversation
+        store.delete_conversation("cl")
+        assert store.claim_summary("cl", 20, "c", lease_seconds=600) is True
+        assert store.latest_summary("cl") is None
+
+    def test_racing_claims_make_one_winner(self, store: Store) -> None:
+        owners = 6
+        barrier = threading.Barrier(owners)
+        won: list[str] = []
+        lock = threading.Lock()
+
+        def claim(owner: str) -> None:
+            barrier.wait()
+            if store.claim_summary("race", 40, owner, lease_seconds=600):
+                with lock:
+                    won.append(owner)
+
+        threads = [threading.Thread(target=claim, args=(f"o{i}",)) for i in range(owners)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(won) == 1
+
+    def test_async_summary_claims(self, store: Store) -> None:
+        async def go() -> list[bool]:
+            return [
+                await store.aclaim_summary("acl", 5, "a", lease_seconds=600),
+                await store.aclaim_summary("acl", 5, "b", lease_seconds=600),
+            ]
+
+        assert asyncio.run(go()) == [True, False]
+
     # -- conditional appends and idempotency ------------------------------------------------------
 
     def test_conditional_append(self, memory: Memory) -> None:
@@ -1222,6 +1284,7 @@ class StoreConformance(WindowProperties, SemanticConformance, OperationsConforma
             ("delete_conversation", ("c",), {}),
             ("put_summary", ("c", Summary(1, 1, "s", 1, time.time())), {}),
             ("latest_summary", ("c",), {}),
+            ("claim_summary", ("c", 1, "me"), {"lease_seconds": 60.0}),
             ("put_fact", ("ns", "sc", "k", '"v"'), {"text": "v"}),
             ("get_fact", ("ns", "sc", "k"), {}),
             ("list_facts", ("ns", "sc"), {}),

@@ -66,6 +66,8 @@ class _Conversation:
     total_tokens: int = 0
     batches: dict[str, tuple[int, int]] = field(default_factory=dict)
     summaries: list[Summary] = field(default_factory=list)
+    claim: tuple[str, int, float] | None = None
+    """The summary claim: owner, end seq, lease end (see ``Store.claim_summary``)."""
     created_at: float = 0.0
     last_activity: float = 0.0
 
@@ -262,6 +264,22 @@ class InMemoryStore(Store):
         with self._lock:
             conv = self._conversations.setdefault(conversation, _Conversation())
             conv.summaries.append(summary)
+            if conv.claim is not None and conv.claim[1] <= summary.end_seq:
+                conv.claim = None
+
+    def claim_summary(
+        self, conversation: str, end_seq: int, owner: str, *, lease_seconds: float
+    ) -> bool:
+        self._check_open()
+        now = time.time()
+        with self._lock:
+            conv = self._conversations.setdefault(conversation, _Conversation())
+            if any(s.end_seq >= end_seq for s in conv.summaries):
+                return False
+            if conv.claim is not None and conv.claim[0] != owner and conv.claim[2] > now:
+                return False
+            conv.claim = (owner, end_seq, now + lease_seconds)
+            return True
 
     def latest_summary(self, conversation: str) -> Summary | None:
         self._check_open()

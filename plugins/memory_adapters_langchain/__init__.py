@@ -96,3 +96,14 @@ def make_embedder(spec: object) -> Any:
     from .embedder import LangChainEmbedder
 
     return LangChainEmbedder(spec)
+
+
+@hookimpl
+def make_summarizer(spec: object) -> Any:
+    """A LangChain chat model for ``Memory(summarizer=...)``; ``None`` for anything else."""
+    module = sys.modules.get("langchain_core.language_models.chat_models")
+    if module is None or not isinstance(spec, module.BaseChatModel):
+        return None
+    from .summarizer import LangChainSummarizer
+
+    return LangChainSummarizer(spec)

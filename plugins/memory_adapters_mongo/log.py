@@ -306,16 +306,60 @@ def put_summary(conversation: str, summary: Summary, max_bytes: int) -> Plan[Non
         "tokens": summary.tokens,
         "created_at": summary.created_at or time.time(),
     }
-    check_size(256 + text_bound(conversation, summary.text), lambda: doc, max_bytes, "the summary")
+    if summary.model is not None:
+        doc["model"] = summary.model
+    bound = 256 + text_bound(conversation, summary.text) + 4 * len(summary.model or "")
+    check_size(bound, lambda: doc, max_bytes, "the summary")
     where = {"conversation": conversation, "end_seq": summary.end_seq}
     for attempt in range(3):
         try:
             yield Op(SUMMARIES, "replace_one", (where, doc), {"upsert": True})
-            return
+            break
         except DuplicateKey as dup:
             # two upserts of one range raced to insert it: the retry replaces instead
             if attempt == 2:
                 raise dup.driver_error() from None
+    # the claim this summary answers ends
+    claim = {"conversation": conversation, "end_seq": CLAIM, "start_seq": {"$lte": summary.end_seq}}
+    yield Op(SUMMARIES, "delete_one", (claim,))
+
+
+CLAIM = -1
+"""The ``end_seq`` of a conversation's summary claim document (see :func:`claim_summary`)."""
+
+
+def claim_summary(conversation: str, end_seq: int, owner: str, lease_seconds: float) -> Plan[bool]:
+    """Claim the conversation's next summary (``Store.claim_summary``): a document of
+    ``ma_summaries`` at ``end_seq`` -1, with the claimed end seq in ``start_seq``, the owner in
+    ``text`` and the lease's end in ``created_at``; the unique index on ``(conversation,
+    end_seq)`` lets one of owners claiming at once insert it."""
+    covered = yield Op(
+        SUMMARIES,
+        "find_one",
+        ({"conversation": conversation, "end_seq": {"$gte": end_seq}},),
+        {"projection": {"_id": 1}},
+    )
+    if covered is not None:
+        return False
+    now = time.time()
+    where = {
+        "conversation": conversation,
+        "end_seq": CLAIM,
+        "$or": [{"created_at": {"$lte": now}}, {"text": owner}],
+    }
+    update = {
+        "$set": {
+            "start_seq": end_seq,
+            "text": owner,
+            "tokens": -1,
+            "created_at": now + lease_seconds,
+        }
+    }
+    try:
+        yield Op(SUMMARIES, "update_one", (where, update), {"upsert": True})
+    except DuplicateKey:
+        return False  # another owner's claim is live
+    return True
 
 
 def latest_summary(conversation: str) -> Plan[Summary | None]:
@@ -323,7 +367,7 @@ def latest_summary(conversation: str) -> Plan[Summary | None]:
     doc = yield Op(
         SUMMARIES,
         "find_one",
-        ({"conversation": conversation},),
+        ({"conversation": conversation, "end_seq": {"$gte": 0}},),
         {"sort": [("end_seq", -1)], "projection": {"_id": 0}},
     )
     if doc is None:
@@ -334,4 +378,5 @@ def latest_summary(conversation: str) -> Plan[Summary | None]:
         doc["text"],
         int(doc["tokens"]),
         float(doc["created_at"]),
+        doc.get("model"),
     )

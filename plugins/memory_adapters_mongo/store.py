@@ -277,6 +277,7 @@ class MongoStore(Store):
             _text(summary.text, "summary text"),
             _int(summary.tokens, "summary tokens"),
             _number(summary.created_at, "summary created_at"),
+            None if summary.model is None else _text(summary.model, "summary model"),
         )
         return lambda: log.put_summary(conversation, checked, self.max_document_bytes)
 
@@ -484,6 +485,18 @@ class MongoStore(Store):
 
     def put_summary(self, conversation: str, summary: Summary) -> None:
         self._run(self._put_summary(conversation, summary))
+
+    def claim_summary(
+        self, conversation: str, end_seq: int, owner: str, *, lease_seconds: float
+    ) -> bool:
+        return self._run(lambda: log.claim_summary(conversation, end_seq, owner, lease_seconds))
+
+    async def aclaim_summary(
+        self, conversation: str, end_seq: int, owner: str, *, lease_seconds: float
+    ) -> bool:
+        return await self._arun(
+            lambda: log.claim_summary(conversation, end_seq, owner, lease_seconds)
+        )
 
     def latest_summary(self, conversation: str) -> Summary | None:
         conversation = _text(conversation, "conversation")

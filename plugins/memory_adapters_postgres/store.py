@@ -924,21 +924,29 @@ class PostgresStore(Store):
         return int(row[0])
 
     def _put_summary(self, conversation: str, summary: Summary) -> Op[None]:
+        # The text column holds JSON: the text alone, or with the model that made it. The
+        # claim this summary answers (the row at end_seq -1, see _claim_summary) ends.
+        text: Any = summary.text
+        if summary.model is not None:
+            text = {"text": summary.text, "model": summary.model}
         yield Q(
             self.q(
+                "WITH r AS (DELETE FROM {s}.summaries WHERE conversation = %(c)s "
+                "AND end_seq = -1 AND start_seq <= %(e)s) "
                 "INSERT INTO {s}.summaries (conversation, end_seq, start_seq, text, tokens, "
-                "created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (conversation, end_seq) "
+                "created_at) VALUES (%(c)s, %(e)s, %(b)s, %(t)s, %(n)s, %(at)s) "
+                "ON CONFLICT (conversation, end_seq) "
                 "DO UPDATE SET start_seq = excluded.start_seq, text = excluded.text, "
                 "tokens = excluded.tokens, created_at = excluded.created_at"
             ),
-            (
-                conversation,
-                summary.end_seq,
-                summary.start_seq,
-                json.dumps(summary.text),
-                summary.tokens,
-                summary.created_at or time.time(),
-            ),
+            {
+                "c": conversation,
+                "e": summary.end_seq,
+                "b": summary.start_seq,
+                "t": json.dumps(text),
+                "n": summary.tokens,
+                "at": summary.created_at or time.time(),
+            },
             "none",
         )
 
@@ -946,14 +954,46 @@ class PostgresStore(Store):
         row = yield Q(
             self.q(
                 "SELECT start_seq, end_seq, text, tokens, created_at FROM {s}.summaries "
-                "WHERE conversation = %s ORDER BY end_seq DESC LIMIT 1"
+                "WHERE conversation = %s AND end_seq >= 0 ORDER BY end_seq DESC LIMIT 1"
             ),
             (conversation,),
             "one",
         )
         if row is None:
             return None
-        return Summary(int(row[0]), int(row[1]), json.loads(row[2]), int(row[3]), float(row[4]))
+        text = json.loads(row[2])
+        model = None
+        if isinstance(text, dict):
+            text, model = text["text"], text.get("model")
+        return Summary(int(row[0]), int(row[1]), text, int(row[3]), float(row[4]), model)
+
+    def _claim_summary(
+        self, conversation: str, end_seq: int, owner: str, *, lease_seconds: float
+    ) -> Op[bool]:
+        # A claim is the conversation's row at end_seq -1 (no migration: the claimed end seq
+        # in start_seq, the owner in text, tokens -1, the lease's end in created_at). The
+        # conflict arm takes the row's lock, so of owners claiming at once one wins.
+        now = time.time()
+        row = yield Q(
+            self.q(
+                "INSERT INTO {s}.summaries AS x (conversation, end_seq, start_seq, text, tokens, "
+                "created_at) SELECT %(c)s, -1, %(e)s, %(o)s, -1, %(until)s "
+                "WHERE NOT EXISTS (SELECT 1 FROM {s}.summaries WHERE conversation = %(c)s "
+                "AND end_seq >= %(e)s) "
+                "ON CONFLICT (conversation, end_seq) DO UPDATE SET start_seq = excluded.start_seq, "
+                "text = excluded.text, created_at = excluded.created_at "
+                "WHERE x.created_at <= %(now)s OR x.text = excluded.text RETURNING 1"
+            ),
+            {
+                "c": conversation,
+                "e": end_seq,
+                "o": json.dumps(owner),
+                "until": now + lease_seconds,
+                "now": now,
+            },
+            "one",
+        )
+        return row is not None
 
     # -- facts: operations ---------------------------------------------------------------------
 
@@ -1527,6 +1567,13 @@ class PostgresStore(Store):
 
     def latest_summary(self, conversation: str) -> Summary | None:
         return self._run(lambda: self._latest_summary(conversation))
+
+    def claim_summary(
+        self, conversation: str, end_seq: int, owner: str, *, lease_seconds: float
+    ) -> bool:
+        return self._run(
+            lambda: self._claim_summary(conversation, end_seq, owner, lease_seconds=lease_seconds)
+        )
 
     def put_fact(
         self,

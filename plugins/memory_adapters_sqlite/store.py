@@ -160,7 +160,17 @@ message), for listing and retention; it has no index on them, so an append updat
 row as before (listing sorts the conversations of one key range). ``ma_fact_history`` keeps
 each put and forget of a fact with its writer (JSON), written in the fact's transaction."""
 
-MIGRATIONS = (SCHEMA, VECTORS, OPERATIONS)
+SUMMARY_MODEL = """
+ALTER TABLE ma_summaries ADD COLUMN model TEXT;
+"""
+"""Version 4: summaries made in the background (issue 15). ``ma_summaries.model`` names the
+summarizer that made a summary (``NULL``: a ``summarize`` hook, or made before). A claim on a
+conversation's next summary (``claim_summary``) is the row at ``end_seq = -1``: the claimed
+end seq in ``start_seq``, the owner in ``text``, ``tokens = -1``, the lease's end in
+``created_at``; it goes with the conversation like its summaries. Independent of version 3:
+it applies after whatever comes before it."""
+
+MIGRATIONS = (SCHEMA, VECTORS, OPERATIONS, SUMMARY_MODEL)
 """The scripts that bring a database from version ``i`` (``PRAGMA user_version``) to
 ``i + 1``, in order. A new database runs them all; an existing one the ones it lacks, in one
 transaction. Add a script to change the schema; never edit one that was released."""
@@ -539,7 +549,7 @@ class SQLiteStore(Store):
         with self._write() as db:
             db.execute(
                 "INSERT OR REPLACE INTO ma_summaries (conversation, end_seq, start_seq, text, "
-                "tokens, created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                "tokens, created_at, model) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     conversation,
                     summary.end_seq,
@@ -547,17 +557,47 @@ class SQLiteStore(Store):
                     summary.text,
                     summary.tokens,
                     summary.created_at or time.time(),
+                    summary.model,
                 ),
+            )
+            db.execute(  # the claim this summary answers ends
+                "DELETE FROM ma_summaries WHERE conversation = ? AND end_seq = -1 "
+                "AND start_seq <= ?",
+                (conversation, summary.end_seq),
             )
 
     def latest_summary(self, conversation: str) -> Summary | None:
         with self._connection() as db:
             row = db.execute(
-                "SELECT start_seq, end_seq, text, tokens, created_at FROM ma_summaries "
-                "WHERE conversation = ? ORDER BY end_seq DESC LIMIT 1",
+                "SELECT start_seq, end_seq, text, tokens, created_at, model FROM ma_summaries "
+                "WHERE conversation = ? AND end_seq >= 0 ORDER BY end_seq DESC LIMIT 1",
                 (conversation,),
             ).fetchone()
-        return None if row is None else Summary(row[0], row[1], row[2], row[3], row[4])
+        return None if row is None else Summary(*row)
+
+    def claim_summary(
+        self, conversation: str, end_seq: int, owner: str, *, lease_seconds: float
+    ) -> bool:
+        now = time.time()
+        with self._write() as db:
+            covered = db.execute(
+                "SELECT 1 FROM ma_summaries WHERE conversation = ? AND end_seq >= ? LIMIT 1",
+                (conversation, end_seq),
+            ).fetchone()
+            if covered is not None:
+                return False
+            held = db.execute(
+                "SELECT text, created_at FROM ma_summaries WHERE conversation = ? AND end_seq = -1",
+                (conversation,),
+            ).fetchone()
+            if held is not None and held[0] != owner and held[1] > now:
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO ma_summaries (conversation, end_seq, start_seq, text, "
+                "tokens, created_at) VALUES (?, -1, ?, ?, -1, ?)",
+                (conversation, end_seq, owner, now + lease_seconds),
+            )
+        return True
 
     # -- facts -------------------------------------------------------------------------------------
 

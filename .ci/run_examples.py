@@ -56,7 +56,7 @@ EXTRA_MODULES = {
 NEVER = ["pytest", "hypothesis"]
 """Test tools: no example, and no runtime helper, may need them."""
 
-SMOKE_TARGET = ".[embeddings,mongo,motor,offline,postgres]"
+SMOKE_TARGET = ".[dbos,embeddings,mongo,motor,offline,otel,postgres]"
 """The extras no example installs from the wheel, used by ``.ci/smoke_extras.py``."""
 
 TOOL_EXTRAS = {"all", "bench", "dev", "docs"}

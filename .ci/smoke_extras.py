@@ -1,6 +1,6 @@
 """CI: use each extra no example uses, in an environment holding the built wheel.
 
-    python .ci/smoke_extras.py postgres mongo motor embeddings
+    python .ci/smoke_extras.py postgres mongo motor embeddings otel dbos
 
 Run by ``.ci/run_examples.py`` in the wheel-installed environment of those extras, offline and
 with no server: each store plugin loads its driver and opens a store (PostgreSQL and MongoDB
@@ -77,7 +77,29 @@ def embeddings() -> str:
     return f"found by meaning: {found[0].value!r}"
 
 
+def otel() -> str:
+    from memory_adapters_otel import OpenTelemetry
+    from opentelemetry import trace
+
+    memory = Memory("memory://")  # no tracer provider configured: no span hooks, no cost
+    assert not any(isinstance(p, OpenTelemetry) for p in memory.pm.get_plugins())
+    plugin = OpenTelemetry(tracer_provider=trace.get_tracer_provider())
+    Memory("memory://", plugins=[plugin]).close()
+    return "the plugin loads; no hooks without a tracer provider"
+
+
+def dbos() -> str:
+    import dbos as dbos_package  # noqa: F401  the extra's engine
+
+    from memory_adapters import durable
+
+    assert durable.current() is None  # outside a workflow: memory reads and writes live
+    return "durable runs found through DBOS; none outside a workflow"
+
+
 SMOKES: dict[str, Callable[[], str]] = {
+    "otel": otel,
+    "dbos": dbos,
     "postgres": postgres,
     "mongo": mongo,
     "motor": motor,

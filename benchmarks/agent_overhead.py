@@ -316,7 +316,6 @@ def noop_capability() -> Any:
     return capability
 
 
-
 @dataclass(slots=True)
 class Shown:
     """What a model was shown in the first call of a turn: the history (without the turn's own

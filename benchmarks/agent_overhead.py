@@ -22,6 +22,22 @@ What is measured
         with ``ours``'; a difference is printed as a WARNING (not the same work). A framework
         charges for tools and instructions on every request (pydantic-ai processes the history
         for each tool set), a cost any memory-tool solution pays: this variant isolates it;
+    ``bare+hooks``
+        ``bare+tools`` plus a no-op extension with exactly the hooks ours implements: for
+        LangChain an ``AgentMiddleware`` overriding each of LangChain's middleware hooks
+        (:data:`LANGCHAIN_HOOKS`) that ``MemoryMiddleware`` overrides, and no other, with
+        ``MemoryMiddleware``'s state schema, each returning ``None`` or ``handler(request)``
+        (:func:`noop_middleware`); for pydantic-ai an ``AbstractCapability`` overriding each
+        method ``MemoryCapability`` defines that ``AbstractCapability`` has, each doing what the
+        base does (``for_run`` returns the capability, ``get_toolset`` / ``get_instructions``
+        ``None``, ``wrap_run`` awaits its handler; :func:`noop_capability`), given to each run
+        as ``memory.wrap`` gives ours. Both are built at run time by introspection, so they
+        follow ours. A framework charges for the extension points themselves (a graph node per
+        agent hook, a wrapper around each model and tool call, a capability's hooks on every
+        node), a cost a hand-written floor outside the agent never pays and any memory built
+        into the agent does: this variant isolates it. What its model is shown is compared
+        with ``ours``' as for ``bare+tools``; the no-op counts its hooks' calls: one never
+        called is a WARNING, and the calls of one turn are printed;
     ``floor``
         the same agent under a hand-written memory layer doing the minimum for the store (see
         :class:`FloorLayer`): read the last N stored messages (N = the window's length) with
@@ -42,12 +58,17 @@ What is measured
 
     * ``tools = bare+tools - bare+window``: the framework's charge for the memory tools and
       their instructions (printed, not counted as memory's own);
-    * ``own = ours - bare+tools``: memory's own cost with all its features;
+    * ``hooks = bare+hooks - bare+tools``: the framework's charge for the extension points
+      ours uses (printed, not counted as memory-adapters' own);
+    * ``own = ours - bare+tools``: memory's cost with all its features, the framework's
+      extension-point charge included;
+    * ``own net = ours - bare+hooks``: memory-adapters' own code only;
     * ``own-h = ours-h - bare+window``: the history path's own cost;
     * ``floor own = floor - bare+window``: the floor's, which does history only;
-    * ``ours/floor = own / floor own`` and ``h/floor = own-h / floor own``, both judged
-      against the goal (1.3 for pydantic-ai, 1.5 for LangChain), and per adapter x store the
-      flatness ``own(10,000) / own(1,000)``.
+    * ``ours/floor = own / floor own``, ``net/floor = own net / floor own`` and
+      ``h/floor = own-h / floor own`` (the history path, the framework's hook charge
+      included), all three judged against the goal (1.3 for pydantic-ai, 1.5 for LangChain),
+      and per adapter x store the flatness ``own(10,000) / own(1,000)``.
 
     The conversation has the issue's shape: turns of a question, an assistant calling a tool,
     the tool's result and an answer, every message 400 characters; each timed turn is the same
@@ -67,7 +88,8 @@ Round trips
     of a timed turn.
 
 Only public API is used (``Memory``, ``memory.wrap``, ``MemoryMiddleware``, the adapters'
-``to_messages``, ``memory_toolset`` / ``memory_tools`` and ``memory.conversation.window(...)``),
+``to_messages``, ``memory_toolset`` / ``memory_tools`` and ``memory.conversation.window(...)``;
+``bare+hooks`` reads which hooks ``MemoryMiddleware`` and ``MemoryCapability`` override),
 so that the same benchmark measures the code as it is and as it will be.
 
 ``python benchmarks/agent_overhead.py --help``; ``--quick`` is the CI smoke run.

@@ -3,6 +3,7 @@ the wire counter its PostgreSQL round trips rely on (no timings are asserted).""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import socket
@@ -56,16 +57,87 @@ def test_agent_overhead_quick_run_on_the_memory_store(tmp_path: Path) -> None:
         assert r["window_messages"] == 112
         assert r["mismatch"] == ""
         m = r["median"]
-        assert set(m) == {"bare", "bare+window", "bare+tools", "floor", "ours", "ours-h"}
+        assert set(m) == {
+            "bare",
+            "bare+window",
+            "bare+tools",
+            "bare+hooks",
+            "floor",
+            "ours",
+            "ours-h",
+        }
         assert all(v > 0 for v in m.values())
+        floor_own = m["floor"] - m["bare+window"]
+        assert r["floor_own"] == pytest.approx(floor_own)
         assert r["own"] == pytest.approx(m["ours"] - m["bare+tools"])
+        assert r["own_net"] == pytest.approx(m["ours"] - m["bare+hooks"])
         assert r["own_history"] == pytest.approx(m["ours-h"] - m["bare+window"])
         assert r["tool_charge"] == pytest.approx(m["bare+tools"] - m["bare+window"])
+        assert r["hook_charge"] == pytest.approx(m["bare+hooks"] - m["bare+tools"])
+        if floor_own > 0:  # 1 turn: noise may leave the floor's own cost at or below 0
+            assert r["ratio"] == pytest.approx(r["own"] / floor_own)
+            assert r["ratio_net"] == pytest.approx(r["own_net"] / floor_own)
+            assert r["ratio_history"] == pytest.approx(r["own_history"] / floor_own)
+        else:
+            assert r["ratio"] == r["ratio_net"] == r["ratio_history"] == float("inf")
+        # bare+hooks' no-op extension ran its hooks in the agent's turn
+        assert sum(r["hook_calls"].values()) > 0
         assert r["round_trips"] == {}  # counted on PostgreSQL only
     verdicts = [v["text"] for v in result["verdicts"]]
     assert len(verdicts) == 2 and all("memory" in v for v in verdicts)
-    assert all("ours/floor" in v and "h/floor" in v for v in verdicts)
+    assert all("ours/floor" in v and "net/floor" in v and "h/floor" in v for v in verdicts)
     assert "adapter" in done.stdout and "ours/floor" in done.stdout
+    assert "net/floor" in done.stdout and "bare+hooks" in done.stdout
+
+
+def test_the_no_op_extensions_override_exactly_the_hooks_ours_does() -> None:
+    """``bare+hooks`` charges the framework for the extension points ``MemoryMiddleware`` and
+    ``MemoryCapability`` use: its no-ops override the same hooks, and no other, and do
+    nothing (a wrapper calls its handler; the capability's methods do what the base's do)."""
+    pytest.importorskip("pydantic_ai")
+    pytest.importorskip("langchain")
+    from langchain.agents.middleware import AgentMiddleware
+    from pydantic_ai.capabilities import AbstractCapability
+
+    from memory_adapters.langchain import MemoryMiddleware
+    from memory_adapters.pydantic_ai import MemoryCapability
+
+    ao = _module()
+    middleware = ao.noop_middleware()
+    for name in ao.LANGCHAIN_HOOKS:
+        ours = getattr(MemoryMiddleware, name) is not getattr(AgentMiddleware, name)
+        noop = getattr(type(middleware), name) is not getattr(AgentMiddleware, name)
+        assert noop == ours, name
+    assert type(middleware).state_schema is MemoryMiddleware.state_schema
+    assert not getattr(middleware, "tools", None)  # bare+tools gives the tools
+    assert middleware.wrap_model_call("request", lambda r: ("handled", r)) == ("handled", "request")
+    assert middleware.before_agent({}, None) is None
+
+    capability = ao.noop_capability()
+    overridden = {n for n in vars(type(capability)) if n in capability.calls}
+    expected = {
+        n
+        for n, v in vars(MemoryCapability).items()
+        if not n.startswith("__")
+        and hasattr(AbstractCapability, n)
+        and (callable(v) or isinstance(v, classmethod))
+    }
+    assert overridden == expected and "wrap_run" in expected
+    for name in expected:
+        assert getattr(type(capability), name) is not getattr(AbstractCapability, name), name
+    assert capability.get_toolset() is None and capability.get_instructions() is None
+    assert capability.get_default_conversation_id("run") is None
+    assert capability.for_agent(object()) is capability
+
+    async def result() -> str:
+        return "result"
+
+    async def run() -> None:
+        assert await capability.for_run(None) is capability
+        assert await capability.wrap_run(None, handler=result) == "result"
+
+    asyncio.run(run())
+    assert capability.calls["wrap_run"] == 1
 
 
 def _message(kind: bytes, *fields: bytes, tail: bytes = b"") -> bytes:

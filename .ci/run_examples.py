@@ -20,7 +20,7 @@ core one). Only the standard library is used, so any Python 3.11+ can run this.
 checkout: ``"<wheel>[extras]"`` for ``".[extras]"`` (the README's first command is still run
 word for word in the checkout), after checking the wheel holds the core, every built-in
 plugin, their ``py.typed`` and entry points. Then the environments are the release's install
-jobs: one more, ``SMOKE_TARGET``, holds the extras no example uses and runs
+jobs: two more, ``SMOKE_TARGETS``, hold the extras no example uses and runs
 ``.ci/smoke_extras.py`` there, and every extra of ``pyproject.toml`` (but the tool ones,
 ``TOOL_EXTRAS``) must be installed from the wheel in some environment that uses it.
 """
@@ -53,11 +53,15 @@ EXTRA_MODULES = {
 }
 """What each extra brings that the core must run without."""
 
+IMPLIED = {"dbos": {"pydantic-ai", "postgres"}}
+"""Extras an extra brings with it (pydantic-ai's DBOS integration, whose engine uses psycopg)."""
+
 NEVER = ["pytest", "hypothesis"]
 """Test tools: no example, and no runtime helper, may need them."""
 
-SMOKE_TARGET = ".[dbos,embeddings,mongo,motor,offline,otel,postgres]"
-"""The extras no example installs from the wheel, used by ``.ci/smoke_extras.py``."""
+SMOKE_TARGETS = (".[embeddings,mongo,motor,offline,otel,postgres]", ".[dbos,offline]")
+"""The extras no example installs from the wheel, used by ``.ci/smoke_extras.py`` (``dbos``
+apart: it brings pydantic-ai, which the others' environment must not have)."""
 
 TOOL_EXTRAS = {"all", "bench", "dev", "docs"}
 """Extras for developers (installed from the checkout in CI's dev environment) or unions."""
@@ -179,6 +183,8 @@ def make_env(target: str, venv: Path, first_command: str, wheel: Path | None = N
 def check_env(target: str, python: Path) -> None:
     """Nothing beyond the target came with it; the runtime helpers import without test tools."""
     wanted = extras(target)
+    for extra in list(wanted):
+        wanted |= IMPLIED.get(extra, set())
     absent = list(NEVER)
     for extra, modules in EXTRA_MODULES.items():
         if extra not in wanted and not (extra == "mongo" and "motor" in wanted):
@@ -230,14 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     wheel = args.wheel.resolve() if args.wheel else None
     if wheel is not None:
         check_wheel(wheel)
-        groups.setdefault(SMOKE_TARGET, [])
+        for smoke_target in SMOKE_TARGETS:
+            groups.setdefault(smoke_target, [])
         declared = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
         wanted = set(declared["optional-dependencies"]) - TOOL_EXTRAS
         # the README's environment is made in the checkout: it does not count
         used = {
             e
             for target, names in groups.items()
-            if (names or target == SMOKE_TARGET)
+            if (names or target in SMOKE_TARGETS)
             and not first.startswith(f'pip install "{target}" && ')
             for e in extras(target)
         }
@@ -257,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         python = venv / "bin" / "python"
         check_env(target, python)
         print(f"   environment ready in {time.monotonic() - started:.0f} s")
-        if target == SMOKE_TARGET and wheel is not None:
+        if target in SMOKE_TARGETS and wheel is not None:
             smoke = [
                 str(python),
                 str(ROOT / ".ci" / "smoke_extras.py"),

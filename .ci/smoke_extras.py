@@ -90,6 +90,7 @@ def otel() -> str:
 
 def dbos() -> str:
     import dbos as dbos_package  # noqa: F401  the extra's engine
+    from pydantic_ai.durable_exec.dbos import DBOSAgent  # noqa: F401  pydantic-ai's side
 
     from memory_adapters import durable
 

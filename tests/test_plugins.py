@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -131,6 +132,7 @@ def test_autoload_can_be_disabled_or_restricted(
     installed: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(plugin_loading.ENV_DISABLE_AUTOLOAD, "1")
+    gc.collect()  # what earlier tests left to collect is not this block's to warn about
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing third-party is even imported
         plugin_loading.loaded_entrypoints(refresh=True)
@@ -138,6 +140,7 @@ def test_autoload_can_be_disabled_or_restricted(
     assert "tiny" not in memory.schemes and "sqlite" in memory.schemes  # built-ins still load
     monkeypatch.delenv(plugin_loading.ENV_DISABLE_AUTOLOAD)
     monkeypatch.setenv(plugin_loading.ENV_PLUGINS, "tinystore")
+    gc.collect()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the broken plugin is not even imported
         plugin_loading.loaded_entrypoints(refresh=True)

@@ -16,7 +16,8 @@ id and the time.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -289,57 +290,133 @@ class Record:
     ) -> Record:
         """Build a record from a store row whose message is the text
         :meth:`Message.serialize` made, or an already parsed dict."""
-        if isinstance(data, str):
-            head, sep, raw = data.partition(RAW_SEPARATOR)
-            d = json.loads(head)
-            if sep:
-                d["raw_json"] = raw
-        else:
-            d = data
         return cls(
-            int(seq),
-            Message.from_dict(cast(dict[str, Any], d)),
-            int(tokens),
-            int(batch),
-            run_id,
-            float(created_at),
+            int(seq), decode_messages([data])[0], int(tokens), int(batch), run_id, float(created_at)
         )
 
     @classmethod
     def from_rows(
         cls, rows: Iterable[tuple[int, str | dict[str, Any], int, int, str | None, float]]
     ) -> list[Record]:
-        """:meth:`from_row` for many rows (a window), their JSON parsed in one call."""
+        """:meth:`from_row` for many rows (a window): their messages decoded together
+        (:func:`decode_messages`)."""
         rows = list(rows)
-        heads: list[str] = []
-        raws: list[str | None] = []
-        for row in rows:
-            data = row[1]
-            if isinstance(data, str):
-                head, sep, rest = data.partition(RAW_SEPARATOR)
+        messages = decode_messages([row[1] for row in rows])
+        return [
+            cls(int(row[0]), message, int(row[2]), int(row[3]), row[4], float(row[5]))
+            for row, message in zip(rows, messages, strict=True)
+        ]
+
+
+DECODED_CACHE_CHARS = 8_000_000
+"""How many characters of stored message text :func:`decode_messages` keeps the decoded
+messages of (least recently read first out; 0 turns the cache off). A window read again on the
+next turn of its conversation is mostly the same rows: each is parsed once per process, not
+once per turn."""
+
+_CACHED_TEXT_MAX = 65_536
+"""A stored message longer than this is decoded every time it is read, never kept."""
+
+
+class _DecodedCache:
+    """Decoded messages by the stored JSON text they were decoded from, least recently read
+    first. It holds messages nobody else does: :func:`decode_messages` hands out copies."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.messages: dict[str, Message] = {}
+        self.chars = 0
+
+    def clear(self) -> None:
+        with self.lock:
+            self.messages.clear()
+            self.chars = 0
+
+
+_decoded = _DecodedCache()
+
+
+def decode_messages(datas: Sequence[str | dict[str, Any]]) -> list[Message]:
+    """The messages stored as ``datas``: each the text :meth:`Message.serialize` made (or an
+    already parsed dict). Texts read before in this process are not parsed again: their decoded
+    form is kept (:data:`DECODED_CACHE_CHARS`), and each call gets new ``Message`` objects,
+    whose lists and dicts are its own to change. The others are parsed in one call
+    (:func:`_loads_many`)."""
+    out: list[Message | None] = [None] * len(datas)
+    raws: list[str | None] = [None] * len(datas)
+    heads: list[str] = []
+    missing: list[int] = []
+    cache = _decoded.messages
+    with _decoded.lock:
+        for i, data in enumerate(datas):
+            if not isinstance(data, str):
+                out[i] = Message.from_dict(data)
+                continue
+            head, sep, raw = data.partition(RAW_SEPARATOR)
+            if sep:
+                raws[i] = raw
+            cached = cache.pop(head, None)
+            if cached is None:
                 heads.append(head)
-                raws.append(rest if sep else None)
-            else:
-                heads.append("")
-                raws.append(None)
+                missing.append(i)
+                continue
+            cache[head] = cached  # now the most recently read
+            out[i] = _fresh(cached, raws[i])
+    if missing:
         parsed = _loads_many(heads)
-        out: list[Record] = []
-        for row, d, raw in zip(rows, parsed, raws, strict=True):
-            if d is None:
-                d = cast(dict[str, Any], row[1])
-            elif raw is not None:
-                d["raw_json"] = raw
-            out.append(
-                cls(
-                    int(row[0]),
-                    Message.from_dict(d),
-                    int(row[2]),
-                    int(row[3]),
-                    row[4],
-                    float(row[5]),
-                )
-            )
-        return out
+        with _decoded.lock:
+            for i, head, d in zip(missing, heads, parsed, strict=True):
+                message = Message.from_dict(d)
+                out[i] = _fresh(message, raws[i])
+                _keep(head, message)
+    return cast(list[Message], out)
+
+
+def _keep(head: str, message: Message) -> None:
+    """Cache ``message`` as the decoded ``head`` (the caller holds the lock)."""
+    size = len(head)
+    if size > _CACHED_TEXT_MAX or DECODED_CACHE_CHARS <= 0:
+        return
+    cache = _decoded.messages
+    if head not in cache:
+        _decoded.chars += size
+    cache[head] = message
+    while _decoded.chars > DECODED_CACHE_CHARS and cache:
+        oldest = next(iter(cache))
+        del cache[oldest]
+        _decoded.chars -= len(oldest)
+
+
+def _fresh(message: Message, raw: str | None) -> Message:
+    """A copy of the cached ``message`` sharing nothing mutable with it, with ``raw`` (the text
+    stored after :data:`RAW_SEPARATOR`) as its raw JSON when given."""
+    return Message(
+        message.role,
+        message.text,
+        [ToolCall(c.id, c.name, _copied(c.args)) for c in message.tool_calls]
+        if message.tool_calls
+        else [],
+        [ToolResult(r.id, _copied(r.content), r.name, r.is_error) for r in message.tool_results]
+        if message.tool_results
+        else [],
+        message.framework,
+        RawJSON(raw) if raw is not None else _copied(message.raw),
+        _copied(message.meta) if message.meta else {},
+    )
+
+
+def _copied(value: Any) -> Any:
+    """A copy of the JSON value ``value`` (its dicts and lists new; str, numbers, ``None``
+    and :class:`RawJSON`, which cannot change, the same)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _IMMUTABLE else _copied(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _IMMUTABLE else _copied(v) for v in value]
+    return value
+
+
+_IMMUTABLE = frozenset((str, int, float, bool, type(None), RawJSON))
 
 
 def _loads_many(texts: list[str]) -> list[Any]:

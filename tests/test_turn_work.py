@@ -254,6 +254,83 @@ def test_stored_messages_read_back_exactly_one_by_one_or_all_at_once(
         assert type(r.message.raw) is type(m.raw)  # JSON text stays text, a value a value
 
 
+_json_messages = st.builds(
+    Message,
+    role=st.sampled_from(["user", "assistant", "system"]),
+    text=_texts,
+    tool_calls=st.lists(
+        st.builds(ToolCall, id=_texts, name=_texts, args=st.dictionaries(_texts, _json)),
+        max_size=2,
+    ),
+    framework=st.none() | st.just("x"),
+    raw=st.none() | _json | _json.map(lambda v: RawJSON(json.dumps(v))),
+    meta=st.dictionaries(_texts, _json, max_size=2),
+).map(lambda m: m if m.role == "assistant" else Message(m.role, m.text, raw=m.raw, meta=m.meta))
+
+
+def _scribble(value: Any) -> None:
+    """Change every dict and list inside ``value`` in place."""
+    if isinstance(value, dict):
+        for v in list(value.values()):
+            _scribble(v)
+        value["scribbled"] = True
+    elif isinstance(value, list):
+        for v in value:
+            _scribble(v)
+        value.append("scribbled")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_json_messages, min_size=1, max_size=5), st.booleans())
+def test_a_message_read_again_is_decoded_from_the_cache_as_a_copy_of_its_own(
+    messages: list[Message], results: bool
+) -> None:
+    """Rows read again (the next turn's window) come from the decoded-message cache: equal to
+    what was stored, and each read's messages are its own, so changing one (a hook, a user
+    editing a window) never changes what a later read returns."""
+    if results:
+        messages = [
+            *messages,
+            Message.tool(ToolResult("c", {"rows": [1, {"a": []}]}, "f"), ToolResult("d", "x")),
+        ]
+    rows = [(i + 1, m.serialize(1 << 20), 3, 1, None, 0.0) for i, m in enumerate(messages)]
+    first = Record.from_rows(rows)
+    assert [r.message for r in first] == messages
+    for r in first:  # scribble over everything the first read handed out
+        m = r.message
+        _scribble(m.meta)
+        _scribble(m.raw)
+        for c in m.tool_calls:
+            _scribble(c.args)
+        for t in m.tool_results:
+            _scribble(t.content)
+        m.tool_calls.append(ToolCall("x", "y"))
+    fresh_texts = [(seq, "".join(list(data)), n, b, r, t) for seq, data, n, b, r, t in rows]
+    again = Record.from_rows(fresh_texts)  # equal texts, other objects: as a store reads them
+    assert [r.message for r in again] == messages
+    assert Record.from_row(*rows[0]).message == messages[0]
+
+
+def test_the_decoded_message_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from memory_adapters import messages as module
+
+    module._decoded.clear()
+    monkeypatch.setattr(module, "DECODED_CACHE_CHARS", 10_000)
+    rows = [
+        (i, Message.user(f"{i} " + "x" * 400).serialize(1 << 20), 3, 1, None, 0.0)
+        for i in range(1, 200)
+    ]
+    for row in rows:
+        assert Record.from_row(*row).message.text.startswith(f"{row[0]} ")
+    assert 0 < module._decoded.chars <= 10_000
+    assert module._decoded.chars == sum(map(len, module._decoded.messages))
+    assert Record.from_rows(rows)[-1].message == Message.user("199 " + "x" * 400)
+    monkeypatch.setattr(module, "DECODED_CACHE_CHARS", 0)
+    module._decoded.clear()
+    Record.from_rows(rows)
+    assert not module._decoded.messages
+
+
 def test_raw_json_text_is_kept_as_text_and_never_escaped() -> None:
     raw = RawJSON('{"parts": [{"content": "say \\"hi\\""}]}')
     message = Message("assistant", "hi", [ToolCall("c", "f", {})], framework="x", raw=raw)

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from memory_adapters.errors import AppendConflict, StoreUnavailable
-from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.messages import AppendResult, Entry, Record, Summary, decode_messages
 from memory_adapters.validation import MAX_INT
 
 from .ops import BATCHES, HEADS, SUMMARIES, DuplicateKey, Op, Plan, Sleep
@@ -90,17 +90,22 @@ def _batch(
     return doc
 
 
-def _records(doc: dict[str, Any]) -> list[tuple[int, Record]]:
-    """The records of a batch document, each with the running token total before it."""
+def _records(docs: Sequence[dict[str, Any]]) -> list[tuple[int, Record]]:
+    """The records of batch documents, each with the running token total before it; their
+    messages decoded together (:func:`~memory_adapters.messages.decode_messages`)."""
+    messages = iter(decode_messages([m["data"] for doc in docs for m in doc["messages"]]))
     out = []
-    first = int(doc["first_seq"])
-    start = int(doc["start_tokens"])
-    for i, m in enumerate(doc["messages"]):
-        record = Record.from_row(
-            first + i, m["data"], m["tokens"], first, doc.get("run_id"), doc["created_at"]
-        )
-        out.append((start, record))
-        start += record.tokens
+    for doc in docs:
+        first = int(doc["first_seq"])
+        start = int(doc["start_tokens"])
+        run_id = doc.get("run_id")
+        created_at = float(doc["created_at"])
+        for i, m in enumerate(doc["messages"]):
+            tokens = int(m["tokens"])
+            out.append(
+                (start, Record(first + i, next(messages), tokens, first, run_id, created_at))
+            )
+            start += tokens
     return out
 
 
@@ -217,7 +222,7 @@ def tail(conversation: str, max_tokens: int | None, max_messages: int | None) ->
     if max_messages is not None:
         options["limit"] = max_messages  # every batch holds at least one message
     docs = yield Op(BATCHES, "find", (where,), options)
-    rows = [row for doc in reversed(docs) for row in _records(doc)]
+    rows = _records(list(reversed(docs)))
     if threshold is not None:
         rows = [row for row in rows if row[0] >= threshold]
     if max_messages is not None:
@@ -261,8 +266,7 @@ def read(
     )
     out = [
         record
-        for doc in docs
-        for _, record in _records(doc)
+        for _, record in _records(docs)
         if record.seq >= lo and (hi is None or record.seq <= hi)
     ]
     return out

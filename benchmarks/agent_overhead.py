@@ -50,6 +50,12 @@ What is measured
         for LangChain, driven with ``invoke``), with the ``Memory``'s defaults: the memory
         tools, their guidance and the working memory in the instructions, and a token budget
         chosen so that the window holds :data:`WINDOW_MESSAGES` messages;
+    ``ours-cold``
+        ``ours`` (an agent of its own on the same conversation) with memory-adapters'
+        decoded-message cache off during its turns (``DECODED_CACHE_CHARS = 0``, see
+        :func:`cold`): every stored row parsed on every read, as when the rows were not read
+        before in this process (another process wrote them). ``cache = ours-cold - ours`` is
+        what the cache saves a turn; it is printed, not judged;
     ``ours-h``
         the same with history only (``tools=False, working=False``): what the history path
         costs by itself, to compare with the floor, which does nothing else.
@@ -122,6 +128,7 @@ from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from memory_adapters import Memory
+from memory_adapters import messages as ma_messages
 from memory_adapters import tokens as ma_tokens
 
 ADAPTERS = ("pydantic-ai", "langchain", "pydantic-ai-sync")
@@ -155,8 +162,23 @@ FLAT_LIMIT = 1.1
 MAX_ROUND_TRIPS = {"pydantic-ai": 2, "pydantic-ai-sync": 2, "langchain": 3}
 """Database round trips per turn accepted on PostgreSQL."""
 
-VARIANTS = ("bare", "bare+window", "bare+tools", "bare+hooks", "floor", "ours", "ours-h")
-OURS_OPTIONS: dict[str, dict[str, Any]] = {"ours": {}, "ours-h": {"tools": False, "working": False}}
+VARIANTS = (
+    "bare",
+    "bare+window",
+    "bare+tools",
+    "bare+hooks",
+    "floor",
+    "ours",
+    "ours-h",
+    "ours-cold",
+)
+OURS_OPTIONS: dict[str, dict[str, Any]] = {
+    "ours": {},
+    "ours-h": {"tools": False, "working": False},
+    "ours-cold": {},
+}
+COLD = ("ours-cold",)
+"""The variants run with memory-adapters' decoded-message cache off (:func:`cold`)."""
 
 
 # -- the conversation -----------------------------------------------------------------------------
@@ -1368,6 +1390,25 @@ def preload(fw: Any, case: Case) -> float:
     return time.perf_counter() - started
 
 
+def cold(turns: dict[str, Callable[[int], object]]) -> dict[str, Callable[[int], object]]:
+    """``turns`` with those named in :data:`COLD` run with the decoded-message cache off
+    (``memory_adapters.messages.DECODED_CACHE_CHARS = 0`` during the turn): every stored row
+    parsed on every read, as when a turn's rows were not read before in this process."""
+
+    def without_cache(turn: Callable[[int], object]) -> Callable[[int], object]:
+        def run(i: int) -> object:
+            saved = ma_messages.DECODED_CACHE_CHARS
+            ma_messages.DECODED_CACHE_CHARS = 0
+            try:
+                return turn(i)
+            finally:
+                ma_messages.DECODED_CACHE_CHARS = saved
+
+        return run
+
+    return {name: without_cache(t) if name in COLD else t for name, t in turns.items()}
+
+
 def once(case: Case, name: str) -> None:
     """One untimed turn of a variant (its input built first, where it takes one)."""
     if name in case.input_factories:
@@ -1419,7 +1460,7 @@ def warm_up(fw: Any, case: Case, least: int) -> None:
             )
         if shown.tools != ours.tools:
             problems.append(f"{name} offered the tools {shown.tools}, ours {ours.tools}")
-    for name in ("bare", "bare+window", "bare+tools", "bare+hooks", "ours-h"):
+    for name in ("bare", "bare+window", "bare+tools", "bare+hooks", "ours-h", *COLD):
         for _ in range(least):
             once(case, name)
     if not any(case.noop.calls.values()):
@@ -1504,7 +1545,7 @@ def measure(
             case = Case(size, conversation, setup.memory(budget), setup.floor())
             cases.append(case)
             case.preload_s = preload(fw, case)
-            case.turns = fw.variants(case)
+            case.turns = cold(fw.variants(case))
             warm_up(fw, case, warmup)
 
         for case in cases:
@@ -1597,6 +1638,8 @@ _COLUMNS = (
     ("floor", 9, ">"),
     ("ours", 9, ">"),
     ("ours-h", 9, ">"),
+    ("ours-cold", 9, ">"),
+    ("cache", 6, ">"),
     ("tools", 7, ">"),
     ("hooks", 7, ">"),
     ("own", 8, ">"),
@@ -1640,6 +1683,8 @@ def format_row(r: Row) -> str:
             f"{m['floor']:.0f}",
             f"{m['ours']:.0f}",
             f"{m['ours-h']:.0f}",
+            f"{m['ours-cold']:.0f}",
+            f"{m['ours-cold'] - m['ours']:.0f}",
             f"{r.tool_charge:.0f}",
             f"{r.hook_charge:.0f}",
             f"{r.own:.0f}",

@@ -346,7 +346,8 @@ def decode_messages(datas: Sequence[str | dict[str, Any]]) -> list[Message]:
     raws: list[str | None] = [None] * len(datas)
     heads: list[str] = []
     missing: list[int] = []
-    cache = _decoded.messages
+    keep = DECODED_CACHE_CHARS > 0
+    cache = _decoded.messages if keep else {}
     with _decoded.lock:
         for i, data in enumerate(datas):
             if not isinstance(data, str):
@@ -367,16 +368,20 @@ def decode_messages(datas: Sequence[str | dict[str, Any]]) -> list[Message]:
         with _decoded.lock:
             for i, head, d in zip(missing, heads, parsed, strict=True):
                 message = Message.from_dict(d)
-                out[i] = _fresh(message, raws[i])
-                _keep(head, message)
+                if keep and len(head) <= _CACHED_TEXT_MAX:
+                    out[i] = _fresh(message, raws[i])
+                    _keep(head, message)
+                else:  # kept by nobody else: handed out as it is
+                    after = raws[i]
+                    if after is not None:
+                        message.raw = RawJSON(after)
+                    out[i] = message
     return cast(list[Message], out)
 
 
 def _keep(head: str, message: Message) -> None:
     """Cache ``message`` as the decoded ``head`` (the caller holds the lock)."""
     size = len(head)
-    if size > _CACHED_TEXT_MAX or DECODED_CACHE_CHARS <= 0:
-        return
     cache = _decoded.messages
     if head not in cache:
         _decoded.chars += size

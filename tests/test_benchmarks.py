@@ -65,6 +65,7 @@ def test_agent_overhead_quick_run_on_the_memory_store(tmp_path: Path) -> None:
             "floor",
             "ours",
             "ours-h",
+            "ours-cold",
         }
         assert all(v > 0 for v in m.values())
         floor_own = m["floor"] - m["bare+window"]

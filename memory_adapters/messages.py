@@ -411,17 +411,21 @@ def _fresh(message: Message, raw: str | None) -> Message:
 
 
 def _copied(value: Any) -> Any:
-    """A copy of the JSON value ``value`` (its dicts and lists new; str, numbers, ``None``
-    and :class:`RawJSON`, which cannot change, the same)."""
+    """A copy of the JSON value ``value``: its dicts and lists new (str, numbers, ``None`` and
+    :class:`RawJSON` cannot change, and are the same)."""
     kind = type(value)
     if kind is dict:
-        return {k: v if type(v) in _IMMUTABLE else _copied(v) for k, v in value.items()}
+        out = value.copy()
+        for k, v in out.items():
+            if type(v) in _CONTAINERS:
+                out[k] = _copied(v)
+        return out
     if kind is list:
-        return [v if type(v) in _IMMUTABLE else _copied(v) for v in value]
+        return [_copied(v) if type(v) in _CONTAINERS else v for v in value]
     return value
 
 
-_IMMUTABLE = frozenset((str, int, float, bool, type(None), RawJSON))
+_CONTAINERS = frozenset((dict, list))
 
 
 def _loads_many(texts: list[str]) -> list[Any]:

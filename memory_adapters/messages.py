@@ -310,7 +310,8 @@ class Record:
 
 DECODED_CACHE_CHARS = 8_000_000
 """How many characters of stored message text :func:`decode_messages` keeps the decoded
-messages of (least recently read first out; 0 turns the cache off). A window read again on the
+messages of (least recently read first out; 0 turns the cache off). Full, the default holds
+about 27 MB (messages of a few hundred characters). A window read again on the
 next turn of its conversation is mostly the same rows: each is parsed once per process, not
 once per turn."""
 

@@ -233,7 +233,6 @@ class RunLifecycle:
     __slots__ = (
         "_closed",
         "_due",
-        "_first_attempt",
         "_notes",
         "_outer",
         "_preloaded",
@@ -286,9 +285,6 @@ class RunLifecycle:
         self._notes: tuple[int, dict[str, Note]] | None = None
         self._outer: RunLifecycle | None = None
         self._due: SummaryDue | None = None
-        self._first_attempt: bool | None = None
-        """Whether the window read for the run held nothing of an earlier attempt of it (a
-        retry under the same run id): ``None`` until a window is read."""
 
     @property
     def scope(self) -> Scope:
@@ -332,9 +328,7 @@ class RunLifecycle:
         if window.summary_due is not None:
             self._due = window.summary_due
         mine = self.run.run_id
-        retry = any(r.run_id == mine for r in (*window.pinned, *window.records))
-        self._first_attempt = not retry
-        if retry:
+        if any(r.run_id == mine for r in (*window.pinned, *window.records)):
             # earlier attempts of this very run (a retry under the same run id): the run
             # starts over from the history they started from
             window.pinned = pair_tool_calls([r for r in window.pinned if r.run_id != mine])
@@ -417,13 +411,6 @@ class RunLifecycle:
         one after the other), in one write: one round trip where the store can."""
         results: list[AppendResult | None] = yield from gather(*(self._save(s) for s in steps))
         return results
-
-    def whole(self) -> bool:
-        """Whether the run's messages can be persisted as one batch keyed by the run id (as
-        :meth:`finish` does): nothing of the run is persisted yet, and the window read for it
-        held nothing of an earlier attempt under the same run id, whose steps a retry must
-        find under the keys they were saved with (:meth:`save`)."""
-        return self._first_attempt is True and not self._saved and not self._closed
 
     def _persist(
         self, messages: Sequence[Message], error: BaseException | None

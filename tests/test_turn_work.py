@@ -109,51 +109,62 @@ def test_a_langchain_turn_reads_once_and_writes_its_steps_once_at_its_end(
     store.taken()
     agent.invoke({"messages": [("user", "second")]}, config)
     calls = store.taken()
-    # the window and the working memory in one batch; the run (its input, the model's call,
-    # the tool's result, the answer) as one append at its end: nothing else
+    # the window and the working memory in one batch; the run's three steps (its input, the
+    # model's call with the tool's result, the answer) in one batch at the end: nothing else
     assert calls == [
         ("batch", ["head_and_tail", "list_facts"]),
         ("head_and_tail", None),
         ("list_facts", "default#working"),
-        ("append", 4),
+        ("batch", ["append", "append", "append"]),
+        ("append", 1),
+        ("append", 2),
+        ("append", 1),
     ]
     assert seen_while_running == [0, 4]  # nothing of a run is written while it runs
     with memory.session(conversation_id="t"):
         records = memory.conversation.read()
     assert [r.message.role for r in records[4:]] == ["user", "assistant", "tool", "assistant"]
-    assert [r.batch for r in records[4:]] == [5, 5, 5, 5]  # the turn is one batch
-    assert [r.batch for r in records[:4]] == [1, 1, 1, 1]
+    assert [r.batch for r in records[4:]] == [5, 6, 6, 8]  # each step a batch of its own
 
 
-def test_a_langchain_run_retried_under_its_run_id_stores_its_steps_as_they_were_keyed(
+def test_a_langchain_run_replayed_or_retried_under_its_run_id_stores_no_step_twice(
     recording: tuple[Memory, Recording],
 ) -> None:
-    """A run that failed stored its completed steps at once, each a batch of its own; its
-    retry under the same run id sees that attempt in its window and stores step by step too,
-    so the step both attempts completed alike (the input) is stored once."""
+    """Each step of a run is a batch keyed by the run and the step: a run that failed and is
+    retried under the same run id stores its input once, and a run that succeeded and is
+    replayed under its run id (a client retrying a request) stores nothing again. Storing a
+    first attempt as one batch would break the second: its replay could not find its steps."""
     memory, _ = recording
     attempts = {"n": 0}
 
-    def reply(messages: list[Any]) -> AIMessage:
+    def reply(messages: list[Any]) -> Any:
         attempts["n"] += 1
         if attempts["n"] == 1:
             raise RuntimeError("the provider went away")
-        return AIMessage(content="oolong")
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage(content="oolong")
+        return call_tool("lookup", q="tea")
 
-    agent: Any = create_agent(ScriptedChatModel([reply]), middleware=[MemoryMiddleware(memory)])
-    config: Any = {"configurable": {"thread_id": "r"}, "run_id": uuid.uuid4()}
-    with pytest.raises(RuntimeError):
-        agent.invoke({"messages": [("user", "which tea?")]}, config)
-    assert agent.invoke({"messages": [("user", "which tea?")]}, config)["messages"][-1].text == (
-        "oolong"
+    @tool
+    def lookup(q: str) -> str:
+        """Looks up."""
+        return f"found {q}"
+
+    agent: Any = create_agent(
+        ScriptedChatModel([reply]), tools=[lookup], middleware=[MemoryMiddleware(memory)]
     )
-    with memory.session(conversation_id="r"):
-        records = memory.conversation.read()
-    assert [(r.message.role, r.message.text) for r in records] == [
-        ("user", "which tea?"),
-        ("assistant", "oolong"),
-    ]
-    assert [r.batch for r in records] == [1, 2]
+    retried: Any = {"configurable": {"thread_id": "r"}, "run_id": uuid.uuid4()}
+    with pytest.raises(RuntimeError):
+        agent.invoke({"messages": [("user", "which tea?")]}, retried)
+    agent.invoke({"messages": [("user", "which tea?")]}, retried)
+    replayed: Any = {"configurable": {"thread_id": "p"}, "run_id": uuid.uuid4()}
+    for _ in range(2):
+        agent.invoke({"messages": [("user", "which tea?")]}, replayed)
+    expected = [("user", "which tea?"), ("assistant", ""), ("tool", ""), ("assistant", "oolong")]
+    for thread in ("r", "p"):
+        with memory.session(conversation_id=thread):
+            records = memory.conversation.read()
+        assert [(r.message.role, r.message.text) for r in records] == expected
 
 
 def test_a_working_memory_write_in_a_run_is_shown_to_the_next_model_call(

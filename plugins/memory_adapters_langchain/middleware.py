@@ -21,11 +21,9 @@ agent, however it is called (``invoke``, ``ainvoke``, ``stream``, ``astream``, `
     every tool call, so the memory tools reach the run's scope and a wrapped agent called from a
     tool becomes a sub-agent on a fork of the run's working memory.
 ``after_agent``
-    persists the run in one write (one round trip where the store can): as one batch keyed by
-    the run when nothing of it is stored yet and its window shows no earlier attempt under its
-    run id, else each step (the input, what each model call and its tool calls added, the rest)
-    as a batch of its own, keyed by the run and the step, as a retry finds them; calls
-    ``run_finished`` and merges a sub-agent's fork back. A model
+    persists the run: each step (the input, what each model call and its tool calls added,
+    the rest) as a batch of its own, keyed by the run and the step, all in one write (one round
+    trip where the store can); calls ``run_finished`` and merges a sub-agent's fork back. A model
     or tool call that raises persists the steps that completed at once, before the error goes
     on, so that a run that raises keeps them (and one that goes on, under a retry middleware,
     stores the rest at its end). An interrupted run (an approval) is stored when it resumes: the
@@ -405,15 +403,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     def _end(self, run: _Run, state: Any) -> Plan[dict[str, Any]]:
         messages = list(state.get("messages") or [])
         self._hold(run, messages)
-        lifecycle = run.lifecycle
-        if lifecycle.whole():
-            # nothing stored yet, no earlier attempt: the whole turn as one batch (one write)
-            with run.lock:
-                steps, run.pending = run.pending, []
-            yield from lifecycle._finish([m for step in steps for m in to_messages(step)])
-        else:  # each step as a batch of its own, under the key a retry finds it by
-            yield from self._flush(run)
-            yield from lifecycle._finish([])
+        yield from self._flush(run)
+        yield from run.lifecycle._finish([])
         key = state.get("memory_run")
         with self._lock:
             self._runs.pop(key if isinstance(key, str) else run.lifecycle.run.run_id, None)

@@ -19,7 +19,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from .errors import InvalidValue, ValueTooLarge
 from .validation import check_json, describe, dumps, json_safe
@@ -309,32 +309,71 @@ class Record:
 
 
 DECODED_CACHE_CHARS = 8_000_000
-"""How many characters of stored message text :func:`decode_messages` keeps the decoded
-messages of (least recently read first out; 0 turns the cache off). Full, the default holds
-about 27 MB (messages of a few hundred characters). A window read again on the
-next turn of its conversation is mostly the same rows: each is parsed once per process, not
-once per turn."""
+"""How many characters of stored message text each decoded-message cache keys (least recently
+read first out; 0 turns the caches off, lookups included): :func:`decode_messages`' neutral
+messages, and an adapter's own message objects (LangChain's; see :class:`TextCache`). Full,
+the neutral cache holds about 27 MB (messages of a few hundred characters). A window read
+again on the next turn of its conversation is mostly the same rows: each is parsed once per
+process, not once per turn."""
 
 _CACHED_TEXT_MAX = 65_536
 """A stored message longer than this is decoded every time it is read, never kept."""
 
+V = TypeVar("V")
 
-class _DecodedCache:
-    """Decoded messages by the stored JSON text they were decoded from, least recently read
-    first. It holds messages nobody else does: :func:`decode_messages` hands out copies."""
+
+class TextCache(Generic[V]):
+    """Values decoded from stored JSON texts, by the text, least recently read first out, within
+    :data:`DECODED_CACHE_CHARS` characters of text (read at each call, so that setting it to 0
+    turns every cache off). It holds values nobody else does: whoever reads one hands out a
+    copy of it. Thread-safe; one per kind of value, per process (the content is the key, so
+    every ``Memory`` shares it)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.messages: dict[str, Message] = {}
+        self.entries: dict[str, V] = {}
         self.chars = 0
 
-    def clear(self) -> None:
+    def get_many(self, texts: Sequence[str | None]) -> list[V | None]:
+        """The value kept for each of ``texts`` (each found now the most recently read), or
+        ``None`` (for a ``None`` text too)."""
+        if DECODED_CACHE_CHARS <= 0:
+            return [None] * len(texts)
+        out: list[V | None] = []
         with self.lock:
-            self.messages.clear()
+            entries = self.entries
+            for text in texts:
+                value = entries.pop(text, None) if text is not None else None
+                if value is not None:
+                    entries[text] = value  # type: ignore[index]
+                out.append(value)
+        return out
+
+    def keep(self, text: str, value: V) -> bool:
+        """Keep ``value`` as the decoded ``text``, the least recently read values out until the
+        cache fits; ``False`` (nothing kept) when the caches are off or ``text`` is too long."""
+        limit = DECODED_CACHE_CHARS
+        if limit <= 0 or len(text) > _CACHED_TEXT_MAX:
+            return False
+        with self.lock:
+            entries = self.entries
+            if text not in entries:
+                self.chars += len(text)
+            entries[text] = value
+            while self.chars > limit and entries:
+                oldest = next(iter(entries))
+                del entries[oldest]
+                self.chars -= len(oldest)
+        return True
+
+    def clear(self) -> None:
+        """Forget every value."""
+        with self.lock:
+            self.entries.clear()
             self.chars = 0
 
 
-_decoded = _DecodedCache()
+_decoded: TextCache[Message] = TextCache()
 
 
 def decode_messages(datas: Sequence[str | dict[str, Any]]) -> list[Message]:
@@ -342,55 +381,37 @@ def decode_messages(datas: Sequence[str | dict[str, Any]]) -> list[Message]:
     already parsed dict). Texts read before in this process are not parsed again: their decoded
     form is kept (:data:`DECODED_CACHE_CHARS`), and each call gets new ``Message`` objects,
     whose lists and dicts are its own to change. The others are parsed in one call
-    (:func:`_loads_many`)."""
+    (:func:`loads_many`)."""
     out: list[Message | None] = [None] * len(datas)
     raws: list[str | None] = [None] * len(datas)
-    heads: list[str] = []
-    missing: list[int] = []
-    keep = DECODED_CACHE_CHARS > 0
-    cache = _decoded.messages if keep else {}
-    with _decoded.lock:
-        for i, data in enumerate(datas):
-            if not isinstance(data, str):
-                out[i] = Message.from_dict(data)
-                continue
+    texts: list[str | None] = [None] * len(datas)
+    for i, data in enumerate(datas):
+        if isinstance(data, str):
             head, sep, raw = data.partition(RAW_SEPARATOR)
+            texts[i] = head
             if sep:
                 raws[i] = raw
-            cached = cache.pop(head, None)
-            if cached is None:
-                heads.append(head)
-                missing.append(i)
-                continue
-            cache[head] = cached  # now the most recently read
+        else:
+            out[i] = Message.from_dict(data)
+    heads: list[str] = []
+    missing: list[int] = []
+    for i, (text, cached) in enumerate(zip(texts, _decoded.get_many(texts), strict=True)):
+        if cached is not None:
             out[i] = _fresh(cached, raws[i])
+        elif text is not None:
+            heads.append(text)
+            missing.append(i)
     if missing:
-        parsed = _loads_many(heads)
-        with _decoded.lock:
-            for i, head, d in zip(missing, heads, parsed, strict=True):
-                message = Message.from_dict(d)
-                if keep and len(head) <= _CACHED_TEXT_MAX:
-                    out[i] = _fresh(message, raws[i])
-                    _keep(head, message)
-                else:  # kept by nobody else: handed out as it is
-                    after = raws[i]
-                    if after is not None:
-                        message.raw = RawJSON(after)
-                    out[i] = message
+        parsed = loads_many(heads)
+        for i, head, d in zip(missing, heads, parsed, strict=True):
+            message = Message.from_dict(d)
+            if _decoded.keep(head, message):
+                out[i] = _fresh(message, raws[i])
+            else:  # kept by nobody else: handed out as it is
+                if raws[i] is not None:
+                    message.raw = RawJSON(cast(str, raws[i]))
+                out[i] = message
     return cast(list[Message], out)
-
-
-def _keep(head: str, message: Message) -> None:
-    """Cache ``message`` as the decoded ``head`` (the caller holds the lock)."""
-    size = len(head)
-    cache = _decoded.messages
-    if head not in cache:
-        _decoded.chars += size
-    cache[head] = message
-    while _decoded.chars > DECODED_CACHE_CHARS and cache:
-        oldest = next(iter(cache))
-        del cache[oldest]
-        _decoded.chars -= len(oldest)
 
 
 def _fresh(message: Message, raw: str | None) -> Message:
@@ -399,37 +420,38 @@ def _fresh(message: Message, raw: str | None) -> Message:
     return Message(
         message.role,
         message.text,
-        [ToolCall(c.id, c.name, _copied(c.args)) for c in message.tool_calls]
+        [ToolCall(c.id, c.name, copied(c.args)) for c in message.tool_calls]
         if message.tool_calls
         else [],
-        [ToolResult(r.id, _copied(r.content), r.name, r.is_error) for r in message.tool_results]
+        [ToolResult(r.id, copied(r.content), r.name, r.is_error) for r in message.tool_results]
         if message.tool_results
         else [],
         message.framework,
-        RawJSON(raw) if raw is not None else _copied(message.raw),
-        _copied(message.meta) if message.meta else {},
+        RawJSON(raw) if raw is not None else copied(message.raw),
+        copied(message.meta) if message.meta else {},
     )
 
 
-def _copied(value: Any) -> Any:
+def copied(value: Any) -> Any:
     """A copy of the JSON value ``value``: its dicts and lists new (str, numbers, ``None`` and
-    :class:`RawJSON` cannot change, and are the same)."""
+    :class:`RawJSON` cannot change, and are the same). What a cache of decoded values (see
+    :class:`TextCache`) hands out of a value it keeps."""
     kind = type(value)
     if kind is dict:
         out = value.copy()
         for k, v in out.items():
             if type(v) in _CONTAINERS:
-                out[k] = _copied(v)
+                out[k] = copied(v)
         return out
     if kind is list:
-        return [_copied(v) if type(v) in _CONTAINERS else v for v in value]
+        return [copied(v) if type(v) in _CONTAINERS else v for v in value]
     return value
 
 
 _CONTAINERS = frozenset((dict, list))
 
 
-def _loads_many(texts: list[str]) -> list[Any]:
+def loads_many(texts: list[str]) -> list[Any]:
     """``json.loads`` of each of ``texts`` (``None`` for ""), as one parse: one call costs less
     than many (and pydantic-core's parser, there whenever a framework is, less than the
     standard library's). Falls back to one ``json.loads`` each, so results never differ."""

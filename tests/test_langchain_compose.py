@@ -102,7 +102,7 @@ def summarized_agent(memory: Memory, order: str, checkpointer: bool) -> tuple[An
 
 
 def raw_id(message: Any) -> str:
-    return str(message.raw["data"]["id"])
+    return str(json.loads(message.raw)["data"]["id"])
 
 
 @pytest.mark.parametrize("checkpointer", [False, True], ids=["no-checkpointer", "checkpointer"])

@@ -19,10 +19,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
 from langchain_core.tools import tool
 from memory_adapters_inmemory import InMemoryStore
 from memory_adapters_langchain import MemoryMiddleware
+from memory_adapters_langchain import mapping as lc_mapping
 from memory_adapters_pydantic_ai import capability, toolset
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
@@ -363,12 +372,12 @@ def test_the_decoded_message_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -
     for row in rows:
         assert Record.from_row(*row).message.text.startswith(f"{row[0]} ")
     assert 0 < module._decoded.chars <= 10_000
-    assert module._decoded.chars == sum(map(len, module._decoded.messages))
+    assert module._decoded.chars == sum(map(len, module._decoded.entries))
     assert Record.from_rows(rows)[-1].message == Message.user("199 " + "x" * 400)
     monkeypatch.setattr(module, "DECODED_CACHE_CHARS", 0)
     module._decoded.clear()
     Record.from_rows(rows)
-    assert not module._decoded.messages
+    assert not module._decoded.entries
 
 
 def test_raw_json_text_is_kept_as_text_and_never_escaped() -> None:
@@ -412,3 +421,82 @@ def test_postgres_async_calls_use_connections_of_their_own_loop(
     finally:
         memory.close()
     assert memory.store._loops == {}  # type: ignore[attr-defined]
+
+
+_blocks = st.lists(
+    st.fixed_dictionaries({"type": st.just("text"), "text": _texts})
+    | st.fixed_dictionaries({"type": st.just("data"), "value": _json}),
+    max_size=2,
+)
+_lc_content = _texts | _blocks
+_lc_metadata = st.dictionaries(_texts, _json, max_size=2)
+_lc_calls = st.lists(
+    st.fixed_dictionaries(
+        {"id": _texts, "name": _texts, "args": st.dictionaries(_texts, _json, max_size=2)}
+    ),
+    max_size=2,
+)
+_lc_messages = st.one_of(
+    st.builds(HumanMessage, content=_lc_content, additional_kwargs=_lc_metadata, id=_texts),
+    st.builds(
+        AIMessage,
+        content=_lc_content,
+        tool_calls=_lc_calls,
+        response_metadata=_lc_metadata,
+        id=_texts,
+    ),
+    st.builds(
+        ToolMessage,
+        content=_lc_content,
+        tool_call_id=_texts,
+        artifact=_json,
+        id=_texts,
+    ),
+    st.builds(SystemMessage, content=_lc_content, id=_texts),
+)
+
+
+def _scribble_lc(message: BaseMessage) -> None:
+    """Change every list and dict of ``message``'s fields in place, and its id."""
+    for value in [*message.__dict__.values(), *(message.__pydantic_extra__ or {}).values()]:
+        _scribble(value)
+    message.id = "scribbled"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_lc_messages, min_size=1, max_size=5))
+def test_a_langchain_window_read_again_is_rebuilt_from_the_cache_as_messages_of_its_own(
+    messages: list[BaseMessage],
+) -> None:
+    """A LangChain message read again (the next turn's window) is a copy of the one LangChain's
+    loader rebuilt the first time: equal to what was stored, and each read's messages are its
+    own, so a model, a middleware or a user changing one never changes a later read."""
+    neutral = lc_mapping.to_messages(messages)
+    assert all(isinstance(m.raw, RawJSON) for m in neutral)
+    expected = [  # an empty system message is left out (it says nothing)
+        m
+        for m in messages_from_dict(json.loads(json.dumps(messages_to_dict(messages))))
+        if not isinstance(m, SystemMessage) or m.text
+    ]
+    rows = [(i + 1, m.serialize(1 << 20), 3, 1, None, 0.0) for i, m in enumerate(neutral)]
+    first = lc_mapping.from_messages(r.message for r in Record.from_rows(rows))
+    assert first == expected
+    for m in first:
+        _scribble_lc(m)
+    fresh_texts = [(seq, "".join(list(data)), n, b, r, t) for seq, data, n, b, r, t in rows]
+    again = lc_mapping.from_messages(r.message for r in Record.from_rows(fresh_texts))
+    assert again == expected
+    assert [type(m) for m in again] == [type(m) for m in expected]
+    assert lc_mapping.from_messages(r.message for r in Record.from_rows(rows)) == expected
+
+
+def test_a_langchain_row_whose_raw_is_a_parsed_dict_is_read_exactly() -> None:
+    """Rows written while LangChain's ``raw`` was kept as a parsed dict read back as written."""
+    call = {"id": "c1", "name": "f", "args": {"q": [1, 2]}}
+    original = [HumanMessage("hi", id="h"), AIMessage("", tool_calls=[call], id="a")]
+    neutral = lc_mapping.to_messages(original)
+    for m in neutral:
+        m.raw = json.loads(m.raw)
+    rows = [(i + 1, m.serialize(1 << 20), 3, 1, None, 0.0) for i, m in enumerate(neutral)]
+    for _ in range(2):
+        assert lc_mapping.from_messages(r.message for r in Record.from_rows(rows)) == original

@@ -13,13 +13,15 @@ One LangChain message is one neutral message:
   instruction to LangGraph's state, not a message, and is left out.
 
 Every message carries ``framework="langchain"`` and ``raw``, LangChain's own JSON form
-(``messages_to_dict``), so that reading back (:func:`from_messages`) gives LangChain exactly the
-message it wrote, with its id, metadata and content blocks. Python values that JSON stands for
-(tuples, ``str`` and ``int`` subclasses such as enums) are stored as that plain JSON, in ``raw``,
-tool-call args and tool results alike. A message whose ``raw`` cannot be JSON (an ``artifact``
-or ``additional_kwargs`` holding objects) is kept in the neutral form only, marked
-``meta["lossy"] = True``. A message written by another framework (pydantic-ai), a summary,
-or one the window trimmed or a hook edited is rebuilt from the neutral form.
+(``messages_to_dict``) as text (:class:`~memory_adapters.RawJSON`), so that reading back
+(:func:`from_messages`) gives LangChain exactly the message it wrote, with its id, metadata and
+content blocks (a row written when ``raw`` was kept as a parsed dict is read too). Python
+values that JSON stands for (tuples, ``str`` and ``int`` subclasses such as enums) are stored
+as that plain JSON, in ``raw``, tool-call args and tool results alike. A message whose ``raw``
+cannot be JSON (an ``artifact`` or ``additional_kwargs`` holding objects) is kept in the
+neutral form only, marked ``meta["lossy"] = True``. A message written by another framework
+(pydantic-ai), a summary, or one the window trimmed or a hook edited is rebuilt from the
+neutral form.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 
-from memory_adapters import Message, ToolCall, ToolResult
-from memory_adapters.messages import Role
+from memory_adapters import Message, RawJSON, ToolCall, ToolResult
+from memory_adapters.messages import Role, TextCache, copied, loads_many
 
 FRAMEWORK = "langchain"
 """The ``framework`` name of messages this adapter writes."""
@@ -66,13 +68,13 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
 
 
-def _raw(message: BaseMessage) -> dict[str, Any] | None:
-    raw = messages_to_dict([message])[0]
-    try:  # a plain copy: ``json`` accepts tuples and str subclasses, which a store refuses
-        plain: dict[str, Any] = json.loads(json.dumps(raw, allow_nan=False))
+def _raw(message: BaseMessage) -> RawJSON | None:
+    """LangChain's JSON of ``message`` as text (tuples as lists, ``str`` and ``int`` subclasses
+    as plain strings and numbers, ASCII only), or ``None`` when a value in it is no JSON."""
+    try:
+        return RawJSON(json.dumps(messages_to_dict([message])[0], allow_nan=False))
     except (TypeError, ValueError):
         return None
-    return plain
 
 
 def _neutral(message: BaseMessage) -> Message | None:
@@ -140,7 +142,7 @@ def to_messages(messages: Sequence[BaseMessage]) -> list[Message]:
 def _exact(message: Message) -> bool:
     return (
         message.framework == FRAMEWORK
-        and isinstance(message.raw, dict)
+        and isinstance(message.raw, RawJSON | dict)
         and not message.meta.get("trimmed")
         and not message.meta.get(EDITED)
     )
@@ -182,29 +184,75 @@ def _from_neutral(message: Message) -> list[BaseMessage]:
     return [HumanMessage(content=message.text)]
 
 
+_restored: TextCache[BaseMessage] = TextCache()
+"""The LangChain messages rebuilt from ``raw`` texts, by the text: a window read again on the
+next turn is mostly the same messages, each validated once per process. Never handed out:
+:func:`from_messages` gives copies (:func:`_copy`)."""
+
+
+def _copy(message: BaseMessage) -> BaseMessage:
+    """A copy of ``message`` sharing nothing that can change with it: what pydantic's
+    ``model_copy()`` does, with its fields' lists and dicts (content blocks, tool calls and their
+    args, metadata) new too."""
+    private = getattr(message, "__pydantic_private__", None)
+    if private is not None:  # none of LangChain's messages has any: the general way
+        out = message.model_copy()
+        for name, value in out.__dict__.items():
+            out.__dict__[name] = copied(value)
+        return out
+    cls = type(message)
+    out = cls.__new__(cls)
+    fields = message.__dict__.copy()
+    for name, value in fields.items():
+        if type(value) is dict or type(value) is list:
+            fields[name] = copied(value)
+    extra = message.__pydantic_extra__
+    put = object.__setattr__
+    put(out, "__dict__", fields)
+    put(out, "__pydantic_extra__", copied(extra) if extra is not None else None)
+    put(out, "__pydantic_fields_set__", set(message.__pydantic_fields_set__))
+    put(out, "__pydantic_private__", None)
+    return out
+
+
 def from_messages(messages: Iterable[Message]) -> list[BaseMessage]:
     """LangChain messages for neutral ``messages`` (a window): exact from ``raw`` where this
     adapter wrote the message and nothing changed it since, else rebuilt from the neutral form
     (a ``tool`` message of several results becomes one ``ToolMessage`` per result, whose
     content is the result's string, or its JSON text unless LangChain wrote it). An empty
     system message is left out: it says nothing, and a model API refuses one between a tool
-    call and its result."""
-    # the exact ones are rebuilt in one call (one pass of LangChain's loader), in place
-    slots: list[int | list[BaseMessage]] = []
-    raws: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "system" and not message.text:
-            continue  # says nothing, and would part a tool call from its result
-        if _exact(message):
-            slots.append(len(raws))
-            raws.append(message.raw)
+    call and its result. Every call returns messages of its own: an exact one read before in
+    this process is a copy of the one rebuilt then (:data:`_restored`)."""
+    # the exact ones not read before are rebuilt in one call (one pass of LangChain's loader)
+    slots: list[int | BaseMessage | list[BaseMessage]] = []
+    pending: list[Any] = []  # their raw: JSON text, or a dict (rows of older versions)
+    chosen = [m for m in messages if m.role != "system" or m.text]  # see above
+    exact = [_exact(m) for m in chosen]
+    texts = [m.raw if isinstance(m.raw, RawJSON) else None for m in chosen]
+    kept = _restored.get_many([t if ok else None for t, ok in zip(texts, exact, strict=True)])
+    for message, ok, found in zip(chosen, exact, kept, strict=True):
+        if found is not None:
+            slots.append(_copy(found))
+        elif ok:
+            slots.append(len(pending))
+            pending.append(message.raw)
         else:
             slots.append(_from_neutral(message))
-    restored = messages_from_dict(raws) if raws else []
+    restored: list[BaseMessage] = []
+    if pending:
+        parsed = iter(loads_many([r for r in pending if isinstance(r, RawJSON)]))
+        restored = messages_from_dict(
+            [next(parsed) if isinstance(r, RawJSON) else r for r in pending]
+        )
+        for i, raw in enumerate(pending):
+            if isinstance(raw, RawJSON) and _restored.keep(raw, restored[i]):
+                restored[i] = _copy(restored[i])
     out: list[BaseMessage] = []
     for slot in slots:
         if isinstance(slot, int):
             out.append(restored[slot])
+        elif isinstance(slot, BaseMessage):
+            out.append(slot)
         else:
             out.extend(slot)
     return out

@@ -16,7 +16,9 @@ id and the time.
 from __future__ import annotations
 
 import json
+import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast
@@ -327,12 +329,14 @@ class TextCache(Generic[V]):
     :data:`DECODED_CACHE_CHARS` characters of text (read at each call, so that setting it to 0
     turns every cache off). It holds values nobody else does: whoever reads one hands out a
     copy of it. Thread-safe; one per kind of value, per process (the content is the key, so
-    every ``Memory`` shares it)."""
+    every ``Memory`` shares it). A child process forked while another thread held the lock
+    gets a new one (:func:`os.register_at_fork`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.entries: dict[str, V] = {}
         self.chars = 0
+        _caches.add(self)
 
     def get_many(self, texts: Sequence[str | None]) -> list[V | None]:
         """The value kept for each of ``texts`` (each found now the most recently read), or
@@ -372,6 +376,19 @@ class TextCache(Generic[V]):
             self.entries.clear()
             self.chars = 0
 
+
+_caches: weakref.WeakSet[TextCache[Any]] = weakref.WeakSet()
+
+
+def _unlock_after_fork() -> None:
+    """In a forked child, a lock another thread of the parent held stays held forever: every
+    cache gets a new one (its entries are whole: only a finished change is ever visible)."""
+    for cache in list(_caches):
+        cache.lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_unlock_after_fork)
 
 _decoded: TextCache[Message] = TextCache()
 

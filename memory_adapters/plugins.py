@@ -76,6 +76,16 @@ _loaded: list[LoadedPlugin] | None = None
 _broken: dict[str, str] = {}
 
 
+def _unlock_after_fork() -> None:
+    """A child forked while another thread loaded the entry points gets a lock of its own."""
+    global _load_lock
+    _load_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unlock_after_fork)
+
+
 def _autoload_filter() -> Callable[[str], bool]:
     if os.environ.get(ENV_DISABLE_AUTOLOAD, "").strip() not in ("", "0", "false", "no"):
         return lambda name: False

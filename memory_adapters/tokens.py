@@ -11,6 +11,7 @@ so. Counts are computed once, when a message is written, and stored with it.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import warnings
 from typing import Any
@@ -27,6 +28,16 @@ MESSAGE_OVERHEAD = 4
 _lock = threading.Lock()
 _by_name: dict[str, Any] = {}
 _warned = False
+
+
+def _unlock_after_fork() -> None:
+    """A child forked while another thread loaded an encoding gets a lock of its own."""
+    global _lock
+    _lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unlock_after_fork)
 
 
 def encoding_name(model: str | None) -> str:

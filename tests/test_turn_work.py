@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -500,3 +502,29 @@ def test_a_langchain_row_whose_raw_is_a_parsed_dict_is_read_exactly() -> None:
     rows = [(i + 1, m.serialize(1 << 20), 3, 1, None, 0.0) for i, m in enumerate(neutral)]
     for _ in range(2):
         assert lc_mapping.from_messages(r.message for r in Record.from_rows(rows)) == original
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX only")
+def test_a_child_forked_while_a_cache_or_the_token_counter_was_locked_reads_and_counts() -> None:
+    """A process forked while a thread held the decoded-message caches' or the token counter's
+    lock (a server forking workers while serving) does not hang on its first read."""
+    from memory_adapters import messages as module
+    from memory_adapters import tokens
+
+    rows = [(1, Message.user("forked").serialize(1 << 20), 3, 1, None, 0.0)]
+    held = [module._decoded.lock, lc_mapping._restored.lock, tokens._lock]
+    for lock in held:
+        lock.acquire()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if nothing hangs (the alarm kills it otherwise)
+            signal.alarm(20)
+            ok = Record.from_rows(rows)[0].message.text == "forked"
+            ok = ok and not lc_mapping.from_messages(lc_mapping.to_messages([AIMessage("x")]))[0].id
+            ok = ok and tokens.count(["forked"])[0] > 0
+            os._exit(0 if ok else 1)
+    finally:
+        for lock in held:
+            lock.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -191,6 +191,7 @@ class Memory:
     def _make_embedder(self, spec: object) -> Embedder | None:
         if spec is False:
             return None
+        self.pm.ensure_loaded()  # with store=..., nothing has loaded the plugins yet
         embedder = self.hooks.make_embedder(spec)
         if embedder is None and spec is not None:
             raise InvalidInput(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memory_adapters_inmemory import InMemoryStore
 
 from memory_adapters import Memory, hookimpl
 from memory_adapters.embedders import CallableEmbedder, Embedder
@@ -46,6 +47,20 @@ def test_the_embeddings_extra_gives_every_memory_an_offline_model() -> None:
         assert memory.facts.search("Which drink do I prefer?", mode="keyword") == []
         assert _keys(memory.facts.search("Which drink do I prefer?", limit=1)) == ["favourite_tea"]
         assert _keys(memory.facts.search("What city do I live in?", limit=1)) == ["home_city"]
+
+
+def test_a_memory_given_a_store_object_chooses_its_embedder_as_one_given_a_url() -> None:
+    """``Memory(store=...)`` loads the plugins that make embedders, as ``Memory(url)`` does: the
+    same default, and an embedder named by its plugin."""
+    given = Memory(store=InMemoryStore())
+    assert given.embedder is not None and given.embedder.name.startswith("wordllama:")
+    named = Memory(store=InMemoryStore(), embed="wordllama")
+    assert named.embedder is not None and named.embedder.name.startswith("wordllama:")
+    assert Memory(store=InMemoryStore(), embed=False).embedder is None
+    with given.session(user_id="alice"):
+        for key, value in PROFILE.items():
+            given.facts.put(key, value)
+        assert _keys(given.facts.search("Which drink do I prefer?", limit=1)) == ["favourite_tea"]
 
 
 def test_wordllama_loads_from_its_wheel_with_no_network(tmp_path: Path) -> None:

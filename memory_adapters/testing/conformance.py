@@ -6,11 +6,14 @@ import asyncio
 import multiprocessing
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory_adapters import (
     AppendConflict,
@@ -32,7 +35,8 @@ from memory_adapters import (
     hookimpl,
 )
 from memory_adapters.facts import Fact
-from memory_adapters.messages import Entry, Record, Summary
+from memory_adapters.messages import AppendResult, Entry, Record, Summary
+from memory_adapters.steps import StoreCall
 from memory_adapters.validation import MAX_ID_LENGTH, MAX_INT, MAX_VALUE_BYTES, describe
 
 from .hostile import (
@@ -228,8 +232,10 @@ class StoreConformance(WindowProperties, SemanticConformance, OperationsConforma
 
     @pytest.fixture
     def memory(self, store: Store) -> Memory:
-        """A ``Memory`` over the store under test, with no third-party plugins."""
-        return Memory(store=store, load_entrypoints=False)
+        """A ``Memory`` over the store under test, with no third-party plugins and no embedder:
+        a fact it writes has a vector only when a test gives one (the suite counts rows;
+        semantic recall is tested with an embedder of its own)."""
+        return Memory(store=store, load_entrypoints=False, embed=False)
 
     # -- conversation log: round trips, order ---------------------------------------------------
 
@@ -533,6 +539,62 @@ class StoreConformance(WindowProperties, SemanticConformance, OperationsConforma
                 ).duplicate
 
         assert asyncio.run(retry())
+
+    def test_keyed_appends_batched_together_do_what_they_do_one_after_the_other(
+        self, store: Store
+    ) -> None:
+        """A run's steps (keyed appends to one conversation) made as one batch
+        (:meth:`Store.batch` / ``abatch``; PostgreSQL sends them as one statement) answer and
+        store exactly what the same appends made one by one do, whichever keys were used
+        before (a run replayed or retried under its run id)."""
+
+        @settings(max_examples=40, deadline=None, database=None)
+        @given(
+            sizes=st.lists(st.integers(1, 3), min_size=2, max_size=4),
+            used=st.lists(st.booleans(), min_size=4, max_size=4),
+            before=st.integers(0, 2),
+            run_id=st.none() | st.just("run-1"),
+            asynchronous=st.booleans(),
+        )
+        def check(
+            sizes: list[int], used: list[bool], before: int, run_id: str | None, asynchronous: bool
+        ) -> None:
+            base = uuid.uuid4().hex
+            logs: list[list[tuple[Any, ...]]] = []
+            answers: list[list[AppendResult]] = []
+            for together in (False, True):
+                conversation = f"{base}-{together}"
+                for i in range(before):  # earlier turns, unkeyed
+                    store.append(conversation, _entries(f"old{i}", 2))
+                for k, size in enumerate(sizes):  # steps stored before (a replay finds them)
+                    if used[k]:
+                        store.append(conversation, _entries(f"s{k}", size), idempotency_key=f"k{k}")
+                calls = [
+                    StoreCall(
+                        "append",
+                        (conversation, _entries(f"s{k}", size)),
+                        {"run_id": run_id, "expected_last_seq": None, "idempotency_key": f"k{k}"},
+                    )
+                    for k, size in enumerate(sizes)
+                ]
+                if not together:
+                    got = [store.append(*c.args, **c.kwargs) for c in calls]
+                elif asynchronous:
+                    got = asyncio.run(store.abatch(calls))
+                else:
+                    got = store.batch(calls)
+                answers.append(got)
+                logs.append(
+                    [
+                        (r.seq, r.message.text, r.tokens, r.batch, r.run_id)
+                        for r in store.read(conversation)
+                    ]
+                )
+                assert store.last_seq(conversation) == len(logs[-1])
+            assert answers[1] == answers[0]
+            assert logs[1] == logs[0]
+
+        check()
 
     # -- many writers --------------------------------------------------------------------------
 

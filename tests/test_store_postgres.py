@@ -631,7 +631,7 @@ def test_a_database_at_the_previous_schema_version_is_migrated(
             )
         store = PostgresStore(url, schema=schema)
         try:
-            assert store.check() == SCHEMA_VERSION == 4
+            assert store.check() == SCHEMA_VERSION == 5
             (old,) = store.facts_to_embed("ns", "s", "m")
             assert (old.key, old.value, old.version) == ("old", "tea", 3)
             assert store.set_fact_embedding(

@@ -397,6 +397,81 @@ MIGRATIONS: list[list[str]] = [
         END
         $fn$""",
     ],
+    [
+        # Several keyed batches (a run's steps) in one call: the conversation locked once, one
+        # INSERT of the messages of every batch whose key is new, one UPDATE; a batch whose key
+        # was used already is answered with its original seqs, as append_batch does. Batches
+        # are numbered in order: p_sizes[k] messages each, keyed p_keys[k] (distinct).
+        """CREATE FUNCTION {s}.append_batches(
+            p_conversation text, p_roles text[], p_data text[], p_tokens integer[],
+            p_sizes integer[], p_run_id text, p_keys text[], p_now double precision
+        ) RETURNS TABLE (first_seq bigint, last_seq bigint, duplicate boolean)
+        LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_last bigint;
+            v_total bigint;
+            v_next bigint;
+            v_first bigint;
+            v_end bigint;
+            v_firsts bigint[] := '{}';
+            v_ends bigint[] := '{}';
+            v_dups boolean[] := '{}';
+            v_of integer[] := '{}';
+            k integer;
+        BEGIN
+            SELECT c.last_seq, c.total_tokens INTO v_last, v_total FROM {s}.conversations c
+                WHERE c.key = p_conversation FOR UPDATE;
+            IF NOT FOUND THEN
+                INSERT INTO {s}.conversations (key, last_seq, total_tokens, created_at)
+                    VALUES (p_conversation, 0, 0, p_now) ON CONFLICT (key) DO NOTHING;
+                SELECT c.last_seq, c.total_tokens INTO v_last, v_total FROM {s}.conversations c
+                    WHERE c.key = p_conversation FOR UPDATE;
+            END IF;
+            v_next := v_last;
+            FOR k IN 1 .. cardinality(p_sizes) LOOP
+                SELECT b.first_seq, b.last_seq INTO v_first, v_end FROM {s}.batches b
+                    WHERE b.conversation = p_conversation AND b.idempotency_key = p_keys[k];
+                IF FOUND THEN
+                    v_dups := v_dups || true;
+                ELSE
+                    v_first := v_next + 1;
+                    v_next := v_next + p_sizes[k];
+                    v_end := v_next;
+                    v_dups := v_dups || false;
+                END IF;
+                v_firsts := v_firsts || v_first;
+                v_ends := v_ends || v_end;
+                v_of := v_of || array_fill(k, ARRAY[p_sizes[k]]);
+            END LOOP;
+            IF v_next > v_last THEN
+                INSERT INTO {s}.messages
+                    (conversation, seq, batch, start_tokens, tokens, role, data, run_id,
+                     created_at)
+                SELECT p_conversation, v_last + row_number() OVER (ORDER BY u.i),
+                       v_firsts[u.k],
+                       v_total + coalesce(sum(u.t) OVER (ORDER BY u.i
+                           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0),
+                       u.t, u.r, u.d, p_run_id, p_now
+                FROM unnest(p_roles, p_data, p_tokens, v_of) WITH ORDINALITY AS u(r, d, t, k, i)
+                WHERE NOT v_dups[u.k];
+                UPDATE {s}.conversations
+                    SET last_seq = v_next,
+                        last_activity = p_now,
+                        total_tokens = v_total + (
+                            SELECT coalesce(sum(u.t), 0)
+                            FROM unnest(p_tokens, v_of) AS u(t, k) WHERE NOT v_dups[u.k])
+                    WHERE key = p_conversation;
+                INSERT INTO {s}.batches
+                    SELECT p_conversation, b.key, b.f, b.e
+                    FROM unnest(p_keys, v_firsts, v_ends, v_dups) AS b(key, f, e, dup)
+                    WHERE NOT b.dup;
+            END IF;
+            RETURN QUERY SELECT b.f, b.e, b.dup
+                FROM unnest(v_firsts, v_ends, v_dups) WITH ORDINALITY AS b(f, e, dup, i)
+                ORDER BY b.i;
+        END
+        $fn$""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -24,8 +24,9 @@
   connection or an async one. Async calls use an ``AsyncConnectionPool`` when the store was
   given one; a store opened from a URL keeps async connections of its own, per event loop;
   a store given only a sync pool runs the sync path in a worker thread.
-* Reads that do not depend on each other (a run's window and working memory), and the keyed
-  appends of a run's steps, go as one pipeline: one round trip, one implicit transaction.
+* Reads that do not depend on each other (a run's window and working memory) go as one
+  pipeline: one round trip, one implicit transaction. The keyed appends of a run's steps go as
+  one call of the ``append_batches`` function (migration 5): one statement.
 * A lost connection raises :class:`~memory_adapters.errors.StoreUnavailable`. An operation
   that fails before it commits is retried once on a fresh connection, so the first call after
   the server comes back works.
@@ -655,11 +656,69 @@ class PostgresStore(Store):
             makes.append(functools.partial(op, *c.args, **c.kwargs))
         return makes
 
+    def _steps(self, calls: Sequence[StoreCall]) -> list[Callable[[], Op[Any]]] | None:
+        """A run's steps (keyed, unconditional appends to one conversation, of one run, with
+        distinct keys) as one operation: one ``append_batches`` statement, whose results are
+        the calls' results, in order. ``None`` for any other calls."""
+        if len(calls) < 2 or any(c.method != "append" for c in calls):
+            return None
+        first = calls[0]
+        if len(first.args) != 2 or not isinstance(first.args[0], str):
+            return None
+        conversation: str = first.args[0]
+        keys: list[str] = []
+        for c in calls:
+            kw = c.kwargs
+            if (
+                len(c.args) != 2
+                or set(kw) - {"run_id", "expected_last_seq", "idempotency_key"}
+                or c.args[0] != conversation
+                or kw.get("expected_last_seq") is not None
+                or not isinstance(kw.get("idempotency_key"), str)
+                or kw.get("run_id") != first.kwargs.get("run_id")
+                or not c.args[1]
+            ):
+                return None
+            keys.append(kw["idempotency_key"])
+        if len(set(keys)) != len(keys):
+            return None
+        batches = [list(c.args[1]) for c in calls]
+        run_id = first.kwargs.get("run_id")
+        return [functools.partial(self._append_batches, conversation, batches, keys, run_id)]
+
+    def _append_batches(
+        self,
+        conversation: str,
+        batches: Sequence[Sequence[Entry]],
+        keys: Sequence[str],
+        run_id: str | None,
+    ) -> Op[list[AppendResult]]:
+        """Append ``batches``, each keyed by its key in ``keys``, as :meth:`append` would one
+        after the other, in one statement (and one transaction)."""
+        entries = [e for batch in batches for e in batch]
+        rows = yield Q(
+            self.q("SELECT * FROM {s}.append_batches(%s, %b, %b, %b, %b, %s, %b, %s)"),
+            (
+                conversation,
+                [e.role for e in entries],
+                [e.data for e in entries],
+                [e.tokens for e in entries],
+                [len(batch) for batch in batches],
+                run_id,
+                list(keys),
+                time.time(),
+            ),
+            "all",
+            binary=True,
+        )
+        return [AppendResult(int(r[0]), int(r[1]), bool(r[2])) for r in rows]
+
     def batch(self, calls: Sequence[StoreCall]) -> list[Any]:
         """Reads that do not depend on each other in one round trip: a pipeline, in one
-        implicit transaction (one snapshot)."""
-        makes = self._ops(calls)
-        if makes is None or len(makes) < 2:
+        implicit transaction (one snapshot); a run's steps in one statement."""
+        steps = self._steps(calls)
+        makes = steps or self._ops(calls)
+        if makes is None or (len(makes) < 2 and steps is None):
             return super().batch(calls)
         if self._closed:
             raise store_closed(type(self).__name__)
@@ -669,7 +728,8 @@ class PostgresStore(Store):
                 with self.pool.connection() as conn:
                     ops = [make() for make in makes]
                     try:
-                        return self._pipelined(conn, ops)
+                        results = self._pipelined(conn, ops)
+                        return results[0] if steps else results
                     finally:
                         for op in ops:
                             op.close()
@@ -712,11 +772,14 @@ class PostgresStore(Store):
 
     async def abatch(self, calls: Sequence[StoreCall]) -> list[Any]:
         """Async :meth:`batch`."""
-        makes = self._ops(calls)
-        if makes is None or len(makes) < 2 or not self._native_async:
-            if makes is not None and len(makes) >= 2:  # one hop to a worker, not one per call
+        steps = self._steps(calls)
+        makes = steps or self._ops(calls)
+        together = makes is not None and (len(makes) >= 2 or steps is not None)
+        if not together or not self._native_async:
+            if together:  # one hop to a worker, not one per call
                 return await asyncio.to_thread(self.batch, calls)
             return await super().abatch(calls)
+        assert makes is not None
         if self._closed:
             raise store_closed(type(self).__name__)
         psycopg = self._psycopg
@@ -725,7 +788,8 @@ class PostgresStore(Store):
                 async with self._aconnection() as conn:
                     ops = [make() for make in makes]
                     try:
-                        return await self._apipelined(conn, ops)
+                        results = await self._apipelined(conn, ops)
+                        return results[0] if steps else results
                     finally:
                         for op in ops:
                             op.close()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .embedders import Embedding
@@ -62,6 +63,53 @@ def prefix_upper_bound(prefix: str) -> str | None:
     if 0xD800 <= nxt <= 0xDFFF:  # surrogates are not characters: skip over them
         nxt = 0xE000
     return head[:-1] + chr(nxt)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSteps:
+    """A run's steps as :meth:`Store.batch` may receive them: keyed, unconditional appends of
+    one run to one conversation, with distinct keys (``batches[k]`` keyed ``keys[k]``). A store
+    that can append them in one statement or transaction does (:func:`run_steps`)."""
+
+    conversation: str
+    batches: list[list[Entry]]
+    keys: list[str]
+    run_id: str | None
+
+
+_APPEND_OPTIONS = frozenset(("run_id", "expected_last_seq", "idempotency_key"))
+
+
+def run_steps(calls: Sequence[StoreCall]) -> RunSteps | None:
+    """``calls`` as :class:`RunSteps` when they are two or more such appends, else ``None``:
+    appended together, they must answer and store what they would one after the other (the
+    conformance suite checks it)."""
+    if len(calls) < 2:
+        return None
+    first = calls[0]
+    if len(first.args) != 2 or not isinstance(first.args[0], str):
+        return None
+    conversation: str = first.args[0]
+    run_id = first.kwargs.get("run_id")
+    keys: list[str] = []
+    for c in calls:
+        kw = c.kwargs
+        key = kw.get("idempotency_key")
+        if (
+            c.method != "append"
+            or len(c.args) != 2
+            or c.args[0] != conversation
+            or not c.args[1]
+            or not _APPEND_OPTIONS.issuperset(kw)
+            or kw.get("expected_last_seq") is not None
+            or kw.get("run_id") != run_id
+            or not isinstance(key, str)
+        ):
+            return None
+        keys.append(key)
+    if len(set(keys)) != len(keys):
+        return None
+    return RunSteps(conversation, [list(c.args[1]) for c in calls], keys, run_id)
 
 
 def store_closed(name: str) -> StoreUnavailable:

@@ -79,7 +79,7 @@ from memory_adapters.operations import (
     user_keys,
     working_namespace_of,
 )
-from memory_adapters.store import Store, prefix_upper_bound, store_closed
+from memory_adapters.store import Store, prefix_upper_bound, run_steps, store_closed
 from memory_adapters.validation import dumps
 
 from .diagnose import (
@@ -657,34 +657,17 @@ class PostgresStore(Store):
         return makes
 
     def _steps(self, calls: Sequence[StoreCall]) -> list[Callable[[], Op[Any]]] | None:
-        """A run's steps (keyed, unconditional appends to one conversation, of one run, with
-        distinct keys) as one operation: one ``append_batches`` statement, whose results are
-        the calls' results, in order. ``None`` for any other calls."""
-        if len(calls) < 2 or any(c.method != "append" for c in calls):
+        """A run's steps (:func:`~memory_adapters.store.run_steps`) as one operation: one
+        ``append_batches`` statement, whose results are the calls' results, in order. ``None``
+        for any other calls."""
+        steps = run_steps(calls)
+        if steps is None:
             return None
-        first = calls[0]
-        if len(first.args) != 2 or not isinstance(first.args[0], str):
-            return None
-        conversation: str = first.args[0]
-        keys: list[str] = []
-        for c in calls:
-            kw = c.kwargs
-            if (
-                len(c.args) != 2
-                or set(kw) - {"run_id", "expected_last_seq", "idempotency_key"}
-                or c.args[0] != conversation
-                or kw.get("expected_last_seq") is not None
-                or not isinstance(kw.get("idempotency_key"), str)
-                or kw.get("run_id") != first.kwargs.get("run_id")
-                or not c.args[1]
-            ):
-                return None
-            keys.append(kw["idempotency_key"])
-        if len(set(keys)) != len(keys):
-            return None
-        batches = [list(c.args[1]) for c in calls]
-        run_id = first.kwargs.get("run_id")
-        return [functools.partial(self._append_batches, conversation, batches, keys, run_id)]
+        return [
+            functools.partial(
+                self._append_batches, steps.conversation, steps.batches, steps.keys, steps.run_id
+            )
+        ]
 
     def _append_batches(
         self,

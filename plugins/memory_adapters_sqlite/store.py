@@ -48,7 +48,7 @@ from memory_adapters.operations import (
     user_keys,
     working_namespace_of,
 )
-from memory_adapters.store import Store, prefix_upper_bound, store_closed
+from memory_adapters.store import Store, prefix_upper_bound, run_steps, store_closed
 from memory_adapters.validation import dumps
 
 if TYPE_CHECKING:
@@ -437,55 +437,82 @@ class SQLiteStore(Store):
         expected_last_seq: int | None = None,
         idempotency_key: str | None = None,
     ) -> AppendResult:
+        with self._write() as db:
+            return self._append(
+                db, conversation, entries, run_id, expected_last_seq, idempotency_key, time.time()
+            )
+
+    def batch(self, calls: Sequence[StoreCall]) -> list[Any]:
+        """A run's steps (:func:`~memory_adapters.store.run_steps`) in one write transaction;
+        other calls one after the other."""
+        steps = run_steps(calls)
+        if steps is None:
+            return super().batch(calls)
         now = time.time()
         with self._write() as db:
-            if idempotency_key is not None:
-                row = db.execute(
-                    "SELECT batch FROM ma_messages WHERE conversation = ? AND idem_key = ?",
-                    (conversation, idempotency_key),
-                ).fetchone()
-                if row is not None:
-                    (last,) = db.execute(
-                        "SELECT max(seq) FROM ma_messages WHERE conversation = ? AND batch = ?",
-                        (conversation, row[0]),
-                    ).fetchone()
-                    return AppendResult(row[0], last, duplicate=True)
-            head = db.execute(
-                "SELECT last_seq, total_tokens FROM ma_conversations WHERE key = ?", (conversation,)
+            return [
+                self._append(db, steps.conversation, batch, steps.run_id, None, key, now)
+                for batch, key in zip(steps.batches, steps.keys, strict=True)
+            ]
+
+    def _append(
+        self,
+        db: sqlite3.Connection,
+        conversation: str,
+        entries: Sequence[Entry],
+        run_id: str | None,
+        expected_last_seq: int | None,
+        idempotency_key: str | None,
+        now: float,
+    ) -> AppendResult:
+        """One append, inside the caller's write transaction."""
+        if idempotency_key is not None:
+            row = db.execute(
+                "SELECT batch FROM ma_messages WHERE conversation = ? AND idem_key = ?",
+                (conversation, idempotency_key),
             ).fetchone()
-            last_seq, total = head if head is not None else (0, 0)
-            if expected_last_seq is not None and expected_last_seq != last_seq:
-                raise AppendConflict(conversation, expected_last_seq, last_seq)
-            first = last_seq + 1
-            rows = []
-            for i, e in enumerate(entries):
-                rows.append(
-                    (
-                        conversation,
-                        first + i,
-                        first,
-                        total,
-                        e.tokens,
-                        e.role,
-                        e.data,
-                        run_id,
-                        idempotency_key if i == 0 else None,
-                        now,
-                    )
+            if row is not None:
+                (last,) = db.execute(
+                    "SELECT max(seq) FROM ma_messages WHERE conversation = ? AND batch = ?",
+                    (conversation, row[0]),
+                ).fetchone()
+                return AppendResult(row[0], last, duplicate=True)
+        head = db.execute(
+            "SELECT last_seq, total_tokens FROM ma_conversations WHERE key = ?", (conversation,)
+        ).fetchone()
+        last_seq, total = head if head is not None else (0, 0)
+        if expected_last_seq is not None and expected_last_seq != last_seq:
+            raise AppendConflict(conversation, expected_last_seq, last_seq)
+        first = last_seq + 1
+        rows = []
+        for i, e in enumerate(entries):
+            rows.append(
+                (
+                    conversation,
+                    first + i,
+                    first,
+                    total,
+                    e.tokens,
+                    e.role,
+                    e.data,
+                    run_id,
+                    idempotency_key if i == 0 else None,
+                    now,
                 )
-                total += e.tokens
-            db.executemany(
-                "INSERT INTO ma_messages (conversation, seq, batch, start_tokens, tokens, role, "
-                "data, run_id, idem_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
             )
-            db.execute(
-                "INSERT INTO ma_conversations (key, last_seq, total_tokens, created_at, "
-                "last_activity) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET last_seq = excluded.last_seq, "
-                "total_tokens = excluded.total_tokens, last_activity = excluded.last_activity",
-                (conversation, first + len(entries) - 1, total, now, now),
-            )
+            total += e.tokens
+        db.executemany(
+            "INSERT INTO ma_messages (conversation, seq, batch, start_tokens, tokens, role, "
+            "data, run_id, idem_key, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        db.execute(
+            "INSERT INTO ma_conversations (key, last_seq, total_tokens, created_at, "
+            "last_activity) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET last_seq = excluded.last_seq, "
+            "total_tokens = excluded.total_tokens, last_activity = excluded.last_activity",
+            (conversation, first + len(entries) - 1, total, now, now),
+        )
         return AppendResult(first, first + len(entries) - 1)
 
     def tail(

@@ -12,12 +12,23 @@ objects in the process are not affected.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import replace
 from typing import Any
 
-from memory_adapters import Fact, Memory, Message, Record, Scope, ToolCall, ToolResult, hookimpl
+from memory_adapters import (
+    Fact,
+    Memory,
+    Message,
+    RawJSON,
+    Record,
+    Scope,
+    ToolCall,
+    ToolResult,
+    hookimpl,
+)
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 
@@ -31,6 +42,15 @@ def mask(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: mask(v) for k, v in value.items()}
     return value
+
+
+def mask_raw(raw: Any) -> Any:
+    """``raw`` masked. The framework's JSON text (``RawJSON``, as both built-in adapters write
+    it) is parsed, masked and written back as JSON text: a regular expression run over the text
+    could break its escapes, and plain text would no longer be the framework's message."""
+    if isinstance(raw, RawJSON):
+        return RawJSON(json.dumps(mask(json.loads(raw))))
+    return mask(raw)
 
 
 class Redaction:
@@ -47,7 +67,7 @@ class Redaction:
                 text=mask(m.text),
                 tool_calls=[replace(c, args=mask(c.args)) for c in m.tool_calls],
                 tool_results=[replace(r, content=mask(r.content)) for r in m.tool_results],
-                raw=mask(m.raw),
+                raw=mask_raw(m.raw),
             )
 
 

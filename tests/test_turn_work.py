@@ -36,7 +36,13 @@ from memory_adapters_langchain import MemoryMiddleware
 from memory_adapters_langchain import mapping as lc_mapping
 from memory_adapters_pydantic_ai import capability, toolset
 from pydantic_ai import Agent
-from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from memory_adapters import Memory, Message, RawJSON, Record, ToolCall, ToolResult
@@ -528,3 +534,73 @@ def test_a_child_forked_while_a_cache_or_the_token_counter_was_locked_reads_and_
             lock.release()
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+_junk = st.one_of(
+    _json,  # any JSON value: a plain string, a list, a dict that is no framework's message
+    _json.map(lambda v: RawJSON(json.dumps(v))),  # JSON text of the same
+    st.just(RawJSON("{not json")),
+    st.just(RawJSON('{"type": "ai", "data": {"content": 5}}')),  # LangChain's shape, invalid
+    st.just({"parts": [{"part_kind": "nonsense"}], "kind": "request"}),  # pydantic-ai's shape
+)
+
+
+def _said(messages: Sequence[Message]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            m.role,
+            m.text,
+            [(c.name, c.args) for c in m.tool_calls],
+            [r.content for r in m.tool_results],
+        )
+        for m in messages
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_a_raw_a_hook_rewrote_into_something_else_is_rebuilt_from_the_neutral_form(
+    data: st.DataObject,
+) -> None:
+    """``raw`` is the framework's own message, but a plugin may rewrite it (a redaction that
+    masks its text, say) into anything JSON can hold. Reading it back never fails: what is not
+    the framework's message is rebuilt from the neutral form, as a message with no ``raw``."""
+    from memory_adapters_pydantic_ai import mapping as pai_mapping
+
+    call = f"call-{data.draw(st.integers(0, 9))}"
+    lc = lc_mapping.to_messages(
+        [
+            HumanMessage("hi", id="h"),
+            AIMessage("", tool_calls=[{"id": call, "name": "f", "args": {"q": 1}}], id="a"),
+            ToolMessage("done", tool_call_id=call, name="f", id="t"),
+            AIMessage("bye", id="b"),
+        ]
+    )
+    pai = pai_mapping.to_messages(
+        [
+            ModelRequest.user_text_prompt("hi"),
+            ModelResponse(parts=[ToolCallPart("f", {"q": 1}, call)]),
+            ModelRequest(parts=[ToolReturnPart("f", "done", call)]),
+            ModelResponse(parts=[TextPart("bye")]),
+        ]
+    )
+    for window, mapping in ((lc, lc_mapping), (pai, pai_mapping)):
+        junked = list(window)
+        plain = list(window)
+        for i in data.draw(st.sets(st.sampled_from(range(len(window))), min_size=1)):
+            junked[i] = Message(**{**_fields(window[i]), "raw": data.draw(_junk)})
+            plain[i] = Message(**{**_fields(window[i]), "raw": None})
+        shown = mapping.to_messages(mapping.from_messages(junked))
+        assert _said(shown) == _said(mapping.to_messages(mapping.from_messages(plain)))
+
+
+def _fields(m: Message) -> dict[str, Any]:
+    return {
+        "role": m.role,
+        "text": m.text,
+        "tool_calls": m.tool_calls,
+        "tool_results": m.tool_results,
+        "framework": m.framework,
+        "raw": m.raw,
+        "meta": m.meta,
+    }

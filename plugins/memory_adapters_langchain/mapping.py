@@ -215,6 +215,40 @@ def _copy(message: BaseMessage) -> BaseMessage:
     return out
 
 
+def _load(raws: list[Any]) -> list[BaseMessage]:
+    """LangChain's messages of ``raws`` (JSON text or dicts) in one pass of its loader."""
+    parsed = iter(loads_many([r for r in raws if isinstance(r, RawJSON)]))
+    return messages_from_dict([next(parsed) if isinstance(r, RawJSON) else r for r in raws])
+
+
+def _loaded(messages: list[Message]) -> list[list[BaseMessage]]:
+    """For each of ``messages`` (exact, see :func:`_exact`), LangChain's message rebuilt from
+    ``raw`` (kept by its text: the caller gets a copy), or, when ``raw`` is not one of
+    LangChain's (a hook rewrote it), the messages rebuilt from the neutral form: the run goes
+    on."""
+    if not messages:
+        return []
+    raws = [m.raw for m in messages]
+    try:
+        loaded: list[BaseMessage | None] = list(_load(raws))
+    except (ValueError, TypeError, KeyError):  # not LangChain's: one at a time
+        loaded = []
+        for raw in raws:
+            try:
+                loaded.append(_load([raw])[0])
+            except (ValueError, TypeError, KeyError):
+                loaded.append(None)
+    out: list[list[BaseMessage]] = []
+    for message, raw, got in zip(messages, raws, loaded, strict=True):
+        if got is None:
+            out.append(_from_neutral(message))
+        elif isinstance(raw, RawJSON) and _restored.keep(raw, got):
+            out.append([_copy(got)])
+        else:
+            out.append([got])
+    return out
+
+
 def from_messages(messages: Iterable[Message]) -> list[BaseMessage]:
     """LangChain messages for neutral ``messages`` (a window): exact from ``raw`` where this
     adapter wrote the message and nothing changed it since, else rebuilt from the neutral form
@@ -225,7 +259,8 @@ def from_messages(messages: Iterable[Message]) -> list[BaseMessage]:
     this process is a copy of the one rebuilt then (:data:`_restored`)."""
     # the exact ones not read before are rebuilt in one call (one pass of LangChain's loader)
     slots: list[int | BaseMessage | list[BaseMessage]] = []
-    pending: list[Any] = []  # their raw: JSON text, or a dict (rows of older versions)
+    pending: list[Message] = []  # exact, not read before: raw is JSON text, or a dict (rows
+    # of older versions)
     chosen = [m for m in messages if m.role != "system" or m.text]  # see above
     exact = [_exact(m) for m in chosen]
     texts = [m.raw if isinstance(m.raw, RawJSON) else None for m in chosen]
@@ -235,22 +270,14 @@ def from_messages(messages: Iterable[Message]) -> list[BaseMessage]:
             slots.append(_copy(found))
         elif ok:
             slots.append(len(pending))
-            pending.append(message.raw)
+            pending.append(message)
         else:
             slots.append(_from_neutral(message))
-    restored: list[BaseMessage] = []
-    if pending:
-        parsed = iter(loads_many([r for r in pending if isinstance(r, RawJSON)]))
-        restored = messages_from_dict(
-            [next(parsed) if isinstance(r, RawJSON) else r for r in pending]
-        )
-        for i, raw in enumerate(pending):
-            if isinstance(raw, RawJSON) and _restored.keep(raw, restored[i]):
-                restored[i] = _copy(restored[i])
+    restored = _loaded(pending)
     out: list[BaseMessage] = []
     for slot in slots:
         if isinstance(slot, int):
-            out.append(restored[slot])
+            out.extend(restored[slot])
         elif isinstance(slot, BaseMessage):
             out.append(slot)
         else:

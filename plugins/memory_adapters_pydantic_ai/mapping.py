@@ -201,7 +201,7 @@ def _whole(messages: Sequence[Message], i: int) -> int:
     ``raw`` (0 if the message at ``i`` must be rebuilt from its neutral form)."""
     head = messages[i]
     pos = _position(head)
-    if pos is None or pos[0] != 0 or head.raw is None or _stale(head):
+    if pos is None or pos[0] != 0 or not isinstance(head.raw, RawJSON | dict) or _stale(head):
         return 0
     of, group = pos[1], pos[2]
     if i + of > len(messages):
@@ -250,7 +250,8 @@ def _returns(message: ModelMessage) -> bool:
 def validate_raws(raws: Sequence[Any]) -> list[ModelMessage]:
     """pydantic-ai messages from stored ``raw`` values: JSON text (:class:`RawJSON`) validated
     in one ``validate_json`` call, from the text, as a hand-written layer would; JSON values
-    (rows written before raw was kept as text) with ``validate_python``."""
+    (rows written before raw was kept as text) with ``validate_python``. Raises pydantic's
+    ``ValidationError`` when one is not a pydantic-ai message (see :func:`_validated`)."""
     if all(isinstance(r, RawJSON) for r in raws):
         return ModelMessagesTypeAdapter.validate_json("[" + ",".join(raws) + "]") if raws else []
     return [
@@ -259,33 +260,54 @@ def validate_raws(raws: Sequence[Any]) -> list[ModelMessage]:
     ]
 
 
+def _validated(raws: Sequence[Any]) -> list[ModelMessage | None]:
+    """:func:`validate_raws`, with ``None`` for each raw that is not a pydantic-ai message (a
+    hook rewrote it, say): that message is rebuilt from its neutral form instead, and the run
+    goes on."""
+    try:
+        return list(validate_raws(raws))
+    except ValueError:  # pydantic's ValidationError, or JSON that does not parse
+        out: list[ModelMessage | None] = []
+        for raw in raws:
+            try:
+                out.append(validate_raws([raw])[0])
+            except ValueError:
+                out.append(None)
+        return out
+
+
 def from_messages(messages: Iterable[Message]) -> list[ModelMessage]:
     """pydantic-ai messages for neutral ``messages`` (a window): exact from ``raw`` where a
     whole, untrimmed pydantic-ai message is present, else rebuilt from the neutral form."""
     seq = list(messages)
-    # Collect the raw messages to validate in one call (one pass of pydantic's validator).
-    slots: list[ModelMessage | int | None] = []
-    raws: list[Any] = []
+    # The whole pydantic-ai messages, their raw validated in one call (one pass of pydantic's
+    # validator); a raw that is not pydantic-ai's (a hook rewrote it) is rebuilt as the rest.
+    whole: dict[int, int] = {}
     i = 0
     while i < len(seq):
         n = _whole(seq, i)
-        if n and seq[i].meta.get(OUTPUT) and not (slots and isinstance(slots[-1], int)):
+        if n:
+            whole[i] = n
+        i += n or 1
+    restored = dict(zip(whole, _validated([seq[i].raw for i in whole]), strict=True))
+    out: list[ModelMessage] = []
+    exact_before = False
+    i = 0
+    while i < len(seq):
+        n = whole.get(i, 0)
+        if n and seq[i].meta.get(OUTPUT) and not exact_before:
             i += n  # the return of an output call whose response was not rebuilt exactly
             continue
-        if n:
-            slots.append(len(raws))
-            raws.append(seq[i].raw)
-            i += n
+        exact = restored.get(i)
+        if exact is not None:
+            out.append(exact)
         else:
-            slots.append(_from_neutral(seq[i]))
-            i += 1
-    restored = validate_raws(raws)
-    out: list[ModelMessage] = []
-    for slot in slots:
-        if isinstance(slot, int):
-            out.append(restored[slot])
-        elif slot is not None:
-            out.append(slot)
+            for m in seq[i : i + (n or 1)]:
+                rebuilt = _from_neutral(m)
+                if rebuilt is not None:
+                    out.append(rebuilt)
+        exact_before = exact is not None
+        i += n or 1
     return out
 
 

@@ -45,7 +45,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from memory_adapters import Memory, Message, RawJSON, Record, ToolCall, ToolResult
+from memory_adapters import Memory, Message, RawJSON, Record, ToolCall, ToolResult, hookimpl
 from memory_adapters.messages import RAW_SEPARATOR
 from memory_adapters.steps import StoreCall
 from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
@@ -604,3 +604,37 @@ def _fields(m: Message) -> dict[str, Any]:
         "raw": m.raw,
         "meta": m.meta,
     }
+
+
+class _RawAsPlainText:
+    """A redaction written the easy way: ``raw`` run through a text substitution, which makes
+    the framework's JSON text plain text."""
+
+    @hookimpl
+    def before_save(self, messages: list[Message]) -> None:
+        for i, m in enumerate(messages):
+            if m.raw is not None:
+                messages[i] = Message(**{**_fields(m), "raw": str(m.raw).replace("@", "[at]")})
+
+
+def test_agents_go_on_when_a_plugin_turned_raw_into_plain_text() -> None:
+    """Both adapters' next runs work, and show the model the earlier turn (from the neutral
+    form), when a plugin made every ``raw`` plain text."""
+    memory = Memory("memory://", embed=False, plugins=[_RawAsPlainText()])
+    seen: list[list[str]] = []
+
+    def reply(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        seen.append([p.content for m in messages for p in m.parts if isinstance(p, TextPart)])
+        return ModelResponse(parts=[TextPart("mail me at a@b.c")])
+
+    agent = memory.wrap(Agent(FunctionModel(reply)))
+    agent.run_sync("first", conversation_id="p")
+    assert agent.run_sync("second", conversation_id="p").output == "mail me at a@b.c"
+    assert seen[-1] == ["mail me at a@b.c"]
+    lc = create_agent(
+        ScriptedChatModel([lambda m: AIMessage("x@y.z"), lambda m: AIMessage(m[-2].text)]),
+        middleware=[MemoryMiddleware(memory, tools=False)],
+    )
+    lc.invoke({"messages": [("user", "first")]}, {"configurable": {"thread_id": "l"}})
+    out = lc.invoke({"messages": [("user", "second")]}, {"configurable": {"thread_id": "l"}})
+    assert out["messages"][-1].text == "x@y.z"

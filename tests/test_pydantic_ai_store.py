@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 from stores import STORES, on_sync_loop, open_memory
 
-from memory_adapters import Memory
+from memory_adapters import Memory, Message, RawJSON, hookimpl
 from memory_adapters.testing.pydantic_ai import ConversationStoreConformance, sample_messages
 
 __all__ = ["STORES", "on_sync_loop", "open_memory"]
@@ -119,5 +121,44 @@ def test_entries_are_neutral_messages_with_the_exact_message_in_raw(memory: Memo
         results = records[3].message.tool_results
         assert [(r.id, r.is_error) for r in results] == [("call-1", False), ("call-2", True)]
         assert all(r.message.framework == "pydantic-ai" for r in records)
+
+    asyncio.run(body())
+
+
+class _RawRewritten:
+    """A plugin that rewrites every ``raw`` into something that is not pydantic-ai's message:
+    plain text (a careless redaction), or JSON text of something else."""
+
+    def __init__(self, rewrite: Callable[[Any], Any]) -> None:
+        self.rewrite = rewrite
+
+    @hookimpl
+    def before_save(self, messages: list[Message]) -> None:
+        for i, m in enumerate(messages):
+            if m.raw is not None:
+                messages[i] = replace(m, raw=self.rewrite(m.raw))
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [str, lambda raw: RawJSON(json.dumps({"masked": str(raw)}))],
+    ids=["plain-text", "other-json-text"],
+)
+def test_entries_whose_raw_a_plugin_rewrote_are_read_from_the_neutral_form(
+    rewrite: Callable[[Any], Any],
+) -> None:
+    """A history whose ``raw`` a plugin rewrote still loads: each such entry rebuilt from its
+    neutral form (its text and tool calls), none failing the read."""
+
+    async def body() -> None:
+        memory = Memory("memory://", embed=False, plugins=[_RawRewritten(rewrite)])
+        store = MemoryConversationStore(memory)
+        messages = sample_messages()
+        await store.save(Conversation(conversation_id="c", messages=messages))
+        loaded = await MemoryConversationStore(memory).load("c")
+        assert loaded is not None and len(loaded.messages) == len(messages)
+        assert [type(m) for m in loaded.messages] == [type(m) for m in messages]
+        texts = [p.content for m in loaded.messages for p in m.parts if isinstance(p, TextPart)]
+        assert texts == [p.content for m in messages for p in m.parts if isinstance(p, TextPart)]
 
     asyncio.run(body())

@@ -631,10 +631,11 @@ def test_agents_go_on_when_a_plugin_turned_raw_into_plain_text() -> None:
     agent.run_sync("first", conversation_id="p")
     assert agent.run_sync("second", conversation_id="p").output == "mail me at a@b.c"
     assert seen[-1] == ["mail me at a@b.c"]
-    lc = create_agent(
+    lc: Any = create_agent(
         ScriptedChatModel([lambda m: AIMessage("x@y.z"), lambda m: AIMessage(m[-2].text)]),
         middleware=[MemoryMiddleware(memory, tools=False)],
     )
-    lc.invoke({"messages": [("user", "first")]}, {"configurable": {"thread_id": "l"}})
-    out = lc.invoke({"messages": [("user", "second")]}, {"configurable": {"thread_id": "l"}})
+    config: Any = {"configurable": {"thread_id": "l"}}
+    lc.invoke({"messages": [("user", "first")]}, config)
+    out = lc.invoke({"messages": [("user", "second")]}, config)
     assert out["messages"][-1].text == "x@y.z"

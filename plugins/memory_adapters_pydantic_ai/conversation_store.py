@@ -57,13 +57,13 @@ from pydantic_ai.messages import (
     ModelRequestPart,
 )
 
-from memory_adapters import AppendConflict, InvalidInput, Memory, RawJSON, Record, Scope
+from memory_adapters import AppendConflict, InvalidInput, Memory, Record, Scope
 from memory_adapters.conversation import Conversation
 from memory_adapters.errors import VersionConflict
 from memory_adapters.facts import Fact
 from memory_adapters.validation import MAX_VALUE_BYTES, check_id, dumps
 
-from .mapping import META_KEY, from_messages, to_messages, validate_raws
+from .mapping import META_KEY, from_messages, to_messages, validated
 
 _RECORDS = TypeAdapter(ConversationRecord)
 RECORD_OWNER = "records"
@@ -298,13 +298,13 @@ class MemoryConversationStore(ConversationStore):
                 groups.append([r])
             elif groups:
                 groups[-1].append(r)
-        raws = [g[0].message.raw for g in groups]
-        exact = all(isinstance(raw, dict | RawJSON) for raw in raws)
-        messages = (
-            validate_raws(raws)
-            if exact
-            else [_one(from_messages([r.message for r in g])) for g in groups]
-        )
+        # each entry from its raw in one validation; one whose raw is not pydantic-ai's (a
+        # hook rewrote it) from its neutral form
+        restored = validated([g[0].message.raw for g in groups])
+        messages = [
+            exact if exact is not None else _one(from_messages([r.message for r in g]))
+            for g, exact in zip(groups, restored, strict=True)
+        ]
         out: list[ConversationEntry] = []
         for group, message in zip(groups, messages, strict=True):
             head = group[0]

@@ -251,7 +251,7 @@ def validate_raws(raws: Sequence[Any]) -> list[ModelMessage]:
     """pydantic-ai messages from stored ``raw`` values: JSON text (:class:`RawJSON`) validated
     in one ``validate_json`` call, from the text, as a hand-written layer would; JSON values
     (rows written before raw was kept as text) with ``validate_python``. Raises pydantic's
-    ``ValidationError`` when one is not a pydantic-ai message (see :func:`_validated`)."""
+    ``ValidationError`` when one is not a pydantic-ai message (see :func:`validated`)."""
     if all(isinstance(r, RawJSON) for r in raws):
         return ModelMessagesTypeAdapter.validate_json("[" + ",".join(raws) + "]") if raws else []
     return [
@@ -260,7 +260,7 @@ def validate_raws(raws: Sequence[Any]) -> list[ModelMessage]:
     ]
 
 
-def _validated(raws: Sequence[Any]) -> list[ModelMessage | None]:
+def validated(raws: Sequence[Any]) -> list[ModelMessage | None]:
     """:func:`validate_raws`, with ``None`` for each raw that is not a pydantic-ai message (a
     hook rewrote it, say): that message is rebuilt from its neutral form instead, and the run
     goes on."""
@@ -289,7 +289,7 @@ def from_messages(messages: Iterable[Message]) -> list[ModelMessage]:
         if n:
             whole[i] = n
         i += n or 1
-    restored = dict(zip(whole, _validated([seq[i].raw for i in whole]), strict=True))
+    restored = dict(zip(whole, validated([seq[i].raw for i in whole]), strict=True))
     out: list[ModelMessage] = []
     exact_before = False
     i = 0

@@ -353,6 +353,11 @@ class TextCache(Generic[V]):
                 out.append(value)
         return out
 
+    def fits(self, text: str) -> bool:
+        """Whether :meth:`keep` would keep a value for ``text`` (the caches are on and ``text``
+        is not too long): to make the value only when it will be kept."""
+        return DECODED_CACHE_CHARS > 0 and len(text) <= _CACHED_TEXT_MAX
+
     def keep(self, text: str, value: V) -> bool:
         """Keep ``value`` as the decoded ``text``, the least recently read values out until the
         cache fits; ``False`` (nothing kept) when the caches are off or ``text`` is too long."""

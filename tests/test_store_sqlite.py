@@ -198,6 +198,90 @@ def test_a_locked_database_fails_cleanly_and_recovers(tmp_path: Path) -> None:
         assert [r.seq for r in memory.conversation.read()] == [1, 2]
 
 
+def test_a_turn_s_async_calls_run_on_the_event_loop_and_wait_for_a_lock_in_a_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Async reads and writes of a turn are made on the event loop (no worker thread) while
+    nothing holds the database; while another connection holds its write lock, a write
+    waits for it in a worker thread, the event loop running meanwhile, and lands once."""
+    path = tmp_path / "inline.db"
+    memory = Memory(store=SQLiteStore(path, timeout=30))
+    hops: list[str] = []
+    to_thread = asyncio.to_thread
+
+    async def counted(fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(fn, "__name__", repr(fn)))
+        return await to_thread(fn, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counted)
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    async def main() -> None:
+        with memory.session(conversation_id="c"):
+            await memory.conversation.aappend([Message.user("q1"), Message.assistant("a1")])
+            await memory.conversation.awindow()
+            hops.clear()
+            await memory.conversation.aappend([Message.user("q2")])
+            window = await memory.conversation.awindow()
+            assert [m.text for m in window.messages()] == ["q1", "a1", "q2"]
+            assert hops == []  # all on the event loop
+
+            other.execute("BEGIN IMMEDIATE")  # another writer holds the database
+            window = await memory.conversation.awindow()  # a read does not wait (WAL)
+            assert [m.text for m in window.messages()] == ["q1", "a1", "q2"]
+            ticks = 0
+            append = asyncio.ensure_future(memory.conversation.aappend([Message.user("q3")]))
+            while not hops:  # the append tried on the loop, found the lock, went to a thread
+                await asyncio.sleep(0.01)
+            while ticks < 5:  # the event loop runs while the append waits
+                ticks += 1
+                await asyncio.sleep(0.01)
+            assert not append.done()
+            other.execute("COMMIT")
+            await append
+            assert hops == ["append"]
+            assert [r.message.text for r in await memory.conversation.aread()] == [
+                *("q1", "a1", "q2", "q3")
+            ]
+            assert [r.seq for r in await memory.conversation.aread()] == [1, 2, 3, 4]
+
+    try:
+        asyncio.run(main())
+    finally:
+        other.close()
+        memory.close()
+
+
+def test_only_calls_that_did_nothing_when_locked_run_on_the_event_loop() -> None:
+    """A batch of several writes, a whole conversation or every fact of a scope go to a
+    worker thread: the first could have written before the lock was found, and the others
+    are not kept on the event loop."""
+    from memory_adapters_sqlite.store import _quick
+
+    from memory_adapters.messages import Entry
+    from memory_adapters.steps import StoreCall
+
+    entries = [Entry("user", '{"role":"user"}', 1)]
+    append = StoreCall("append", ("c", entries), {})
+    steps = [
+        StoreCall("append", ("c", entries), {"run_id": "r", "idempotency_key": f"k{i}"})
+        for i in range(2)
+    ]
+    window = StoreCall("head_and_tail", ("c",), {"head": 1, "max_tokens": 100})
+    working = StoreCall("list_facts", ("ns#working", "s"), {})
+    assert _quick("append", ("c", entries), {})
+    assert _quick("batch", (steps,), {})  # a run's steps: one transaction
+    assert _quick("batch", ([window, working],), {})
+    assert _quick("batch", ([append],), {})
+    assert not _quick("batch", ([append, append],), {})
+    assert not _quick("batch", ([window, append],), {})
+    assert not _quick("read", ("c",), {})
+    assert not _quick("tail", ("c",), {})
+    assert not _quick("list_facts", ("ns", "s"), {})
+    assert not _quick("search_facts", ("ns", "s", "q"), {})
+    assert not _quick("erase", ("ns", "u"), {})
+
+
 def test_closed_store_is_a_clear_error(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "closed.db")
     store.close()

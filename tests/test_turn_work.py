@@ -9,6 +9,7 @@ here a recording store says which store calls a turn makes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import signal
@@ -35,15 +36,24 @@ from memory_adapters_inmemory import InMemoryStore
 from memory_adapters_langchain import MemoryMiddleware
 from memory_adapters_langchain import mapping as lc_mapping
 from memory_adapters_pydantic_ai import capability, toolset
+from memory_adapters_pydantic_ai import mapping as pai_mapping
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
+    BinaryContent,
+    ImageUrl,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
+    SystemPromptPart,
     TextPart,
+    ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 from memory_adapters import Memory, Message, RawJSON, Record, ToolCall, ToolResult, hookimpl
 from memory_adapters.messages import RAW_SEPARATOR
@@ -508,6 +518,121 @@ def test_a_langchain_row_whose_raw_is_a_parsed_dict_is_read_exactly() -> None:
     rows = [(i + 1, m.serialize(1 << 20), 3, 1, None, 0.0) for i, m in enumerate(neutral)]
     for _ in range(2):
         assert lc_mapping.from_messages(r.message for r in Record.from_rows(rows)) == original
+
+
+_pai_request_parts = st.one_of(
+    st.builds(
+        UserPromptPart,
+        content=_texts
+        | st.lists(
+            _texts
+            | st.builds(ImageUrl, url=_texts.map(lambda t: "https://x.test/" + t))
+            | st.builds(BinaryContent, data=st.binary(max_size=8), media_type=st.just("image/png")),
+            max_size=2,
+        ),
+    ),
+    st.builds(SystemPromptPart, content=_texts),
+    st.builds(
+        ToolReturnPart,
+        tool_name=_texts,
+        content=_json,
+        tool_call_id=_texts,
+        outcome=st.sampled_from(["success", "failed", "denied", "interrupted", "retried"]),
+    ),
+)
+_pai_response_parts = st.one_of(
+    st.builds(TextPart, content=_texts),
+    st.builds(
+        ToolCallPart,
+        tool_name=_texts,
+        args=st.dictionaries(_texts, _json, max_size=2),
+        tool_call_id=_texts,
+    ),
+    st.builds(ThinkingPart, content=_texts),
+)
+_pai_messages = st.one_of(
+    st.builds(ModelRequest, parts=st.lists(_pai_request_parts, min_size=1, max_size=3)),
+    st.builds(
+        ModelResponse,
+        parts=st.lists(_pai_response_parts, min_size=1, max_size=3),
+        usage=st.builds(
+            RequestUsage,
+            input_tokens=st.integers(0, 1000),
+            details=st.dictionaries(_texts, st.integers(0, 9), max_size=2),
+        ),
+        provider_details=st.none() | st.dictionaries(_texts, _json, max_size=2),
+    ),
+)
+
+
+def _scribble_all(value: Any) -> None:
+    """Change in place every dict, list and dataclass inside ``value``: each a str field of a
+    dataclass too."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for name, v in list(vars(value).items()):
+            _scribble_all(v)
+            if isinstance(v, str):
+                object.__setattr__(value, name, v + "~")
+    elif isinstance(value, dict):
+        for v in list(value.values()):
+            _scribble_all(v)
+        value["scribbled"] = True
+    elif isinstance(value, list):
+        for v in value:
+            _scribble_all(v)
+        value.append("scribbled")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_pai_messages, min_size=1, max_size=5))
+def test_a_pydantic_ai_window_read_again_is_copied_from_the_cache_as_messages_of_its_own(
+    messages: list[ModelMessage],
+) -> None:
+    """A pydantic-ai message read again (the next turn's window) is a copy of the one
+    validated the first time, not validated again: equal to what was stored, and each read's
+    messages are its own, so a model, a capability or a user changing one never changes a
+    later read."""
+    neutral = pai_mapping.to_messages(messages)
+    expected = ModelMessagesTypeAdapter.validate_json(ModelMessagesTypeAdapter.dump_json(messages))
+    rows = [(i + 1, m.serialize(1 << 20), 3, 1, None, 0.0) for i, m in enumerate(neutral)]
+    first = pai_mapping.from_messages(r.message for r in Record.from_rows(rows))
+    assert first == expected
+    for m in first:
+        _scribble_all(m)
+    fresh_texts = [(seq, "".join(list(data)), n, b, r, t) for seq, data, n, b, r, t in rows]
+    validated = pai_mapping._validated
+    calls: list[int] = []
+    pai_mapping._validated = lambda raws: calls.append(len(raws)) or validated(raws)  # type: ignore[func-returns-value]
+    try:
+        again = pai_mapping.from_messages(r.message for r in Record.from_rows(fresh_texts))
+    finally:
+        pai_mapping._validated = validated
+    assert again == expected
+    assert [[type(p) for p in m.parts] for m in again] == [
+        [type(p) for p in m.parts] for m in expected
+    ]
+    assert calls == []  # every message copied from the cache
+    for m in again:
+        _scribble_all(m)
+    assert pai_mapping.from_messages(r.message for r in Record.from_rows(rows)) == expected
+
+
+def test_a_value_the_pydantic_ai_cache_cannot_copy_is_never_kept() -> None:
+    """A message holding a value of a type the copier does not know (a set, a dataclass with
+    slots) is handed out as validated and never kept: what is kept is only what can be copied
+    whole."""
+
+    @dataclasses.dataclass(slots=True)
+    class Slotted:
+        items: list[int]
+
+    for odd in ({1, 2}, Slotted([1])):
+        with pytest.raises(pai_mapping._Unknown):
+            pai_mapping._clone({"x": [odd]})
+    message = ModelRequest(parts=[UserPromptPart("hi")])
+    copy = pai_mapping._clone(message)
+    assert copy == message and copy is not message
+    assert copy.parts is not message.parts and copy.parts[0] is not message.parts[0]
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX only")

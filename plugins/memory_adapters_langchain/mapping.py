@@ -203,14 +203,17 @@ def _copy(message: BaseMessage) -> BaseMessage:
     cls = type(message)
     out = cls.__new__(cls)
     fields = message.__dict__.copy()
-    for name, value in fields.items():
-        if type(value) is dict or type(value) is list:
-            fields[name] = copied(value)
+    for name, value in fields.items():  # most are empty: made new without a call
+        kind = type(value)
+        if kind is dict:
+            fields[name] = copied(value) if value else {}
+        elif kind is list:
+            fields[name] = copied(value) if value else []
     extra = message.__pydantic_extra__
     put = object.__setattr__
     put(out, "__dict__", fields)
-    put(out, "__pydantic_extra__", copied(extra) if extra is not None else None)
-    put(out, "__pydantic_fields_set__", set(message.__pydantic_fields_set__))
+    put(out, "__pydantic_extra__", None if extra is None else copied(extra) if extra else {})
+    put(out, "__pydantic_fields_set__", message.__pydantic_fields_set__.copy())
     put(out, "__pydantic_private__", None)
     return out
 

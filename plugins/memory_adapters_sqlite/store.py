@@ -3,7 +3,8 @@
 * Every append is one ``BEGIN IMMEDIATE`` transaction: it takes the database's write lock,
   so seqs are gapless and batches never interleave, across threads and processes.
 * Each message stores the running token total before it (``start_tokens``); the tail within
-  a token budget is a range on the index ``(conversation, start_tokens)``.
+  a token budget starts at the first seq the index ``(conversation, start_tokens)`` finds
+  within it, and is read as a range of the primary key ``(conversation, seq)``.
 * Fact search uses an FTS5 table whose rows also carry an ``owner`` token (a hash of the
   namespace and scope), so a search only ever matches the scope's own facts.
 * Fact vectors (semantic recall) live in ``ma_fact_vectors``, one row per (fact, field): the
@@ -25,14 +26,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memory_adapters.embedders import Embedding
 from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
@@ -283,6 +285,51 @@ def _fact(row: tuple[Any, ...], score: float | None = None) -> Fact:
     return Fact.from_row(row[0], row[1], row[2], row[3], row[4], row[5], row[6], score)
 
 
+_T = TypeVar("_T")
+
+_QUICK_READS = frozenset(
+    ("head_and_tail", "tail", "read", "last_seq", "latest_summary", "get_fact", "list_facts")
+)
+
+
+def _quick(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a call of ``method`` is one :meth:`SQLiteStore._offload` makes on the event loop:
+    one append (one transaction), a run's steps (:func:`~memory_adapters.store.run_steps`, one
+    transaction), or reads of a window's size (a tail or a read with a bound, the working
+    memory, one fact), alone or batched. A call that did nothing when the database was
+    locked can be made again; a batch of several writes could not (the first may have
+    happened), and a read of a whole conversation or of every fact of a scope is not kept
+    on the event loop."""
+    if method == "append":
+        return True
+    if method == "batch":
+        calls: Sequence[StoreCall] = args[0] if args else kwargs["calls"]
+        return (
+            run_steps(calls) is not None
+            or (len(calls) == 1 and calls[0].method == "append")
+            or all(c.method in _QUICK_READS and _quick(c.method, c.args, c.kwargs) for c in calls)
+        )
+    if method == "tail":
+        return kwargs.get("max_tokens") is not None or kwargs.get("max_messages") is not None
+    if method == "read":
+        return kwargs.get("limit") is not None or kwargs.get("end_seq") is not None
+    if method == "list_facts":
+        namespace = args[0] if args else kwargs.get("namespace", "")
+        return kwargs.get("limit") is not None or str(namespace).endswith("#working")
+    return method in _QUICK_READS
+
+
+def _locked(exc: StoreUnavailable) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" (or "busy"): nothing happened."""
+    cause = exc.__cause__
+    if not isinstance(cause, sqlite3.OperationalError):
+        return False
+    code = getattr(cause, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(cause) or "busy" in str(cause)
+
+
 class SQLiteStore(Store):
     """A store in one SQLite file, shared safely by threads and processes."""
 
@@ -311,7 +358,9 @@ class SQLiteStore(Store):
 
     # -- connections ---------------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, wait: bool = True) -> sqlite3.Connection:
+        """A new connection to the file; with ``wait=False`` one whose statements never wait
+        for a lock (``busy_timeout`` 0: "database is locked" at once), for :meth:`_offload`."""
         if self._closed:
             raise store_closed(type(self).__name__)
         deadline = time.monotonic() + self.timeout
@@ -335,6 +384,8 @@ class SQLiteStore(Store):
                 time.sleep(0.01)
             except sqlite3.Error as exc:
                 raise StoreUnavailable(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        if not wait:
+            db.execute("PRAGMA busy_timeout = 0")
         with self._all_lock:
             self._all.append(db)
         return db
@@ -372,7 +423,10 @@ class SQLiteStore(Store):
                 return
             if self._identity is not None and not self._closed:
                 self._check_file()  # before a new thread's connect could create a new file
-            db: sqlite3.Connection | None = getattr(self._local, "db", None)
+            local = self._local
+            db: sqlite3.Connection | None = getattr(local, "inline", None) or getattr(
+                local, "db", None
+            )
             if db is None:
                 db = self._local.db = self._connect()
             if self._identity is None:
@@ -416,8 +470,41 @@ class SQLiteStore(Store):
         db.execute("COMMIT")
 
     async def abatch(self, calls: Sequence[StoreCall]) -> list[Any]:
-        """Async :meth:`batch`: the calls together in one worker thread, not one hop each."""
+        """Async :meth:`batch`: the calls together, on the event loop or in one worker thread
+        (:meth:`_offload`), not one hop each."""
         return await self._offload(self.batch, calls)
+
+    def _connect_inline(self) -> sqlite3.Connection:
+        """The connection :meth:`_offload` uses on the event loop (of the file the store
+        opened: checked first, as :meth:`_connection` does for a new thread's)."""
+        with self._connection():  # raises as any call would: store closed, file lost
+            pass
+        return self._connect(wait=False)
+
+    async def _offload(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> _T:
+        """Make a quick call (:func:`_quick`: a turn's reads and writes) on the event loop, as
+        a hand-written layer calling ``sqlite3`` does, on a connection that never waits for a
+        lock; when the database is locked (another connection is writing), the call did
+        nothing and is made again in a worker thread, where it waits up to ``timeout`` as the
+        sync method does. Any other call is made in a worker thread."""
+        if self._memory or not _quick(getattr(fn, "__name__", ""), args, kwargs):
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        local = self._local
+        inline: sqlite3.Connection | None = getattr(local, "nowait", None)
+        if inline is None:  # connecting may wait (a new file turning to WAL): not on the loop
+            made = await asyncio.to_thread(self._connect_inline)
+            inline = getattr(local, "nowait", None)
+            if inline is None:
+                inline = local.nowait = made
+        local.inline = inline
+        try:
+            return fn(*args, **kwargs)
+        except StoreUnavailable as exc:
+            if not _locked(exc):
+                raise
+        finally:
+            local.inline = None
+        return await asyncio.to_thread(fn, *args, **kwargs)
 
     def close(self) -> None:
         self._closed = True
@@ -527,10 +614,14 @@ class SQLiteStore(Store):
                     (conversation, limit),
                 ).fetchall()
             else:
+                # start_tokens grows with seq: the rows within the budget are the seqs from
+                # the first one within it, found in the index (conversation, start_tokens)
+                # alone, and read by a range of the primary key (not one lookup each)
                 rows = db.execute(
-                    f"SELECT {_MSG} FROM ma_messages WHERE conversation = :c AND start_tokens >= "
+                    f"SELECT {_MSG} FROM ma_messages WHERE conversation = :c AND seq >= ("
+                    "SELECT seq FROM ma_messages WHERE conversation = :c AND start_tokens >= "
                     "(SELECT total_tokens FROM ma_conversations WHERE key = :c) - :budget "
-                    "ORDER BY start_tokens DESC, seq DESC LIMIT :n",
+                    "ORDER BY start_tokens, seq LIMIT 1) ORDER BY seq DESC LIMIT :n",
                     {"c": conversation, "budget": max_tokens, "n": limit},
                 ).fetchall()
         return Record.from_rows(reversed(rows))

@@ -204,7 +204,8 @@ def summary_job(
 ) -> Plan[Summary | None]:
     """Claim ``due``'s range, summarize it with ``summarize(previous, messages, max_tokens)``
     and store the summary, made by ``name`` (``None``: another process claimed the range, or
-    a stored summary covers it, or the answer left nothing)."""
+    a summary stored since the window was read covers it or moved the cut on, or the answer
+    left nothing)."""
     from .window import fit_summary
 
     try:
@@ -215,10 +216,13 @@ def summary_job(
         claimed = True
     if not claimed:
         return None
-    # another process may have stored a summary since the window read: go on from it, so
-    # that no message is summarized twice
+    # another worker may have stored a summary since the window read. That one moved the cut
+    # on by half of what it leaves, as this one would have: the next window names what is
+    # due after it, if anything (no message is summarized twice, and none is left out)
     prev: Summary | None = yield StoreCall("latest_summary", (due.conversation,))
-    if prev is not None and prev.end_seq >= due.end_seq:
+    if prev is not None and (
+        prev.end_seq >= due.end_seq or due.previous is None or prev.end_seq > due.previous.end_seq
+    ):
         return None
     start_seq = due.start_seq if prev is None else max(due.start_seq, prev.end_seq + 1)
     evicted: list[Record] = yield StoreCall(

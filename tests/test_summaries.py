@@ -33,6 +33,7 @@ from memory_adapters import (
     Memory,
     Message,
     Summarizer,
+    Summary,
     SummaryWarning,
     hookimpl,
 )
@@ -527,3 +528,35 @@ def test_summary_jobs_are_plans() -> None:
     with pytest.raises(StopIteration) as stop:
         job.send(False)
     assert stop.value.value is None and not called
+
+
+def test_a_summary_stored_since_the_window_was_read_moves_the_cut_on_for_it() -> None:
+    """Workers sharing a conversation, each summarizing in the background: a range named due by
+    a window read before another worker stored a newer summary is not summarized (that summary
+    moved the cut on by half of what it leaves, as this one would have; the next window names
+    what is due after it). A range due after the summary the window saw is."""
+    from memory_adapters.steps import drive_sync
+    from memory_adapters.summaries import SummaryDue, summary_job
+
+    memory = Memory("memory://", summary_tokens=SUMMARY)
+    called: list[list[str]] = []
+
+    def summarize(previous: str | None, messages: list[Message], max_tokens: int) -> str:
+        called.append([m.text for m in messages])
+        return "s"
+
+    def job(due: SummaryDue) -> Summary | None:
+        plan = summary_job(memory, summarize, "x", due, "me", 60.0)
+        return drive_sync(plan, memory.store, memory.hooks)
+
+    with memory.session(conversation_id="c"):
+        memory.conversation.append([Message.user(f"m{i}") for i in range(1, 13)])
+        key = memory.conversation.key
+    first = job(SummaryDue(key, 1, 4, None, SUMMARY, None))
+    assert first is not None and called == [["m1", "m2", "m3", "m4"]]
+    # a window read before `first` was stored names 1..6: `first` moved the cut on already
+    assert job(SummaryDue(key, 1, 6, None, SUMMARY, None)) is None
+    # a window that saw `first` names 5..8: summarized, extending it
+    second = job(SummaryDue(key, 5, 8, first, SUMMARY, None))
+    assert second is not None and (second.start_seq, second.end_seq) == (1, 8)
+    assert called[1:] == [["m5", "m6", "m7", "m8"]]

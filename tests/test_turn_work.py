@@ -336,8 +336,14 @@ _json_messages = st.builds(
 
 
 def _scribble(value: Any) -> None:
-    """Change every dict and list inside ``value`` in place."""
-    if isinstance(value, dict):
+    """Change in place every dict, list and dataclass inside ``value`` (each str field of a
+    dataclass too)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for name, v in list(vars(value).items()):
+            _scribble(v)
+            if isinstance(v, str):
+                object.__setattr__(value, name, v + "~")
+    elif isinstance(value, dict):
         for v in list(value.values()):
             _scribble(v)
         value["scribbled"] = True
@@ -520,7 +526,7 @@ def test_a_langchain_row_whose_raw_is_a_parsed_dict_is_read_exactly() -> None:
         assert lc_mapping.from_messages(r.message for r in Record.from_rows(rows)) == original
 
 
-_pai_request_parts = st.one_of(
+_pai_request_parts: st.SearchStrategy[Any] = st.one_of(
     st.builds(
         UserPromptPart,
         content=_texts
@@ -540,7 +546,7 @@ _pai_request_parts = st.one_of(
         outcome=st.sampled_from(["success", "failed", "denied", "interrupted", "retried"]),
     ),
 )
-_pai_response_parts = st.one_of(
+_pai_response_parts: st.SearchStrategy[Any] = st.one_of(
     st.builds(TextPart, content=_texts),
     st.builds(
         ToolCallPart,
@@ -565,24 +571,6 @@ _pai_messages = st.one_of(
 )
 
 
-def _scribble_all(value: Any) -> None:
-    """Change in place every dict, list and dataclass inside ``value``: each a str field of a
-    dataclass too."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for name, v in list(vars(value).items()):
-            _scribble_all(v)
-            if isinstance(v, str):
-                object.__setattr__(value, name, v + "~")
-    elif isinstance(value, dict):
-        for v in list(value.values()):
-            _scribble_all(v)
-        value["scribbled"] = True
-    elif isinstance(value, list):
-        for v in value:
-            _scribble_all(v)
-        value.append("scribbled")
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_pai_messages, min_size=1, max_size=5))
 def test_a_pydantic_ai_window_read_again_is_copied_from_the_cache_as_messages_of_its_own(
@@ -598,7 +586,7 @@ def test_a_pydantic_ai_window_read_again_is_copied_from_the_cache_as_messages_of
     first = pai_mapping.from_messages(r.message for r in Record.from_rows(rows))
     assert first == expected
     for m in first:
-        _scribble_all(m)
+        _scribble(m)
     fresh_texts = [(seq, "".join(list(data)), n, b, r, t) for seq, data, n, b, r, t in rows]
     validated = pai_mapping._validated
     calls: list[int] = []
@@ -613,7 +601,7 @@ def test_a_pydantic_ai_window_read_again_is_copied_from_the_cache_as_messages_of
     ]
     assert calls == []  # every message copied from the cache
     for m in again:
-        _scribble_all(m)
+        _scribble(m)
     assert pai_mapping.from_messages(r.message for r in Record.from_rows(rows)) == expected
 
 

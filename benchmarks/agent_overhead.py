@@ -155,6 +155,11 @@ MESSAGE_CHARS = 400
 PRELOAD_CHUNK = 256
 """Preloading appends this many messages at once (whole turns)."""
 
+INTERVAL_DRAWS = 1000
+"""Bootstrap resamples of the rounds behind each ratio's interval (:func:`ratio_intervals`)."""
+INTERVAL = 0.9
+"""The interval printed beside each ratio: its central 90% over the resamples."""
+
 GOALS = {"pydantic-ai": 1.3, "pydantic-ai-sync": 1.3, "langchain": 1.5}
 """Own cost's largest accepted multiple of the floor's own cost."""
 FLAT_LIMIT = 1.1
@@ -1255,6 +1260,9 @@ class Row:
     preload_s: float = 0.0
     mismatch: str = ""
     hook_calls: dict[str, int] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    """Every timed turn of each variant, in the order the rounds ran them."""
+    _intervals: dict[str, tuple[float, float]] = field(default_factory=dict, repr=False)
 
     @property
     def own(self) -> float:
@@ -1300,6 +1308,53 @@ class Row:
     @property
     def ratio_history(self) -> float:
         return self.own_history / self.floor_own if self.floor_own > 0 else math.inf
+
+    def intervals(self) -> dict[str, tuple[float, float]]:
+        """``ours/floor``, ``net/floor`` and ``h/floor``'s :data:`INTERVAL` bootstrap
+        intervals (:func:`ratio_intervals`), computed once."""
+        if not self._intervals and self.samples:
+            self._intervals = ratio_intervals(self.samples)
+        return self._intervals
+
+
+RATIOS: dict[str, tuple[str, str]] = {
+    "ours/floor": ("ours", "bare+tools"),
+    "net/floor": ("ours", "bare+hooks"),
+    "h/floor": ("ours-h", "bare+window"),
+}
+"""Each ratio's numerator, as (variant, baseline): the ratio is ``(median(variant) -
+median(baseline)) / (median(floor) - median(bare+window))``."""
+
+
+def ratio_intervals(
+    samples: dict[str, list[float]], draws: int = INTERVAL_DRAWS, seed: int = 13
+) -> dict[str, tuple[float, float]]:
+    """How far each ratio of :data:`RATIOS` could be from what one run printed, on this
+    machine: the central :data:`INTERVAL` of the ratio over ``draws`` bootstrap resamples of
+    the run's rounds (a round's turns, one per variant, run back to back, are drawn together,
+    so that a slow stretch of the machine weighs on all the variants of its rounds). A
+    resample whose floor own cost is not positive counts as an infinite ratio. Wide intervals
+    say the run cannot tell the ratio from its goal: run more ``--turns``."""
+    import random
+
+    rounds = min(len(v) for v in samples.values())
+    if rounds < 2:
+        return {}
+    rng = random.Random(seed)
+    found: dict[str, list[float]] = {name: [] for name in RATIOS}
+    for _ in range(draws):
+        picks = [rng.randrange(rounds) for _ in range(rounds)]
+        median = {v: statistics.median([s[i] for i in picks]) for v, s in samples.items()}
+        floor = median["floor"] - median["bare+window"]
+        for name, (variant, base) in RATIOS.items():
+            own = median[variant] - median[base]
+            found[name].append(own / floor if floor > 0 else math.inf)
+    out: dict[str, tuple[float, float]] = {}
+    for name, values in found.items():
+        values.sort()
+        tail = (1 - INTERVAL) / 2
+        out[name] = (percentile(values, 100 * tail), percentile(values, 100 * (1 - tail)))
+    return out
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -1619,6 +1674,7 @@ def measure(
                 preload_s=case.preload_s,
                 mismatch=case.mismatch,
                 hook_calls=dict(case.hook_calls),
+                samples={v: list(s) for v, s in case.samples.items()},
             )
         )
     return rows, note
@@ -1704,6 +1760,14 @@ def format_row(r: Row) -> str:
     )
 
 
+def _span(spans: dict[str, tuple[float, float]], name: str) -> str:
+    """`` [low, high]``: the ratio's interval (see :func:`ratio_intervals`), if any."""
+    if name not in spans:
+        return ""
+    low, high = spans[name]
+    return f" [{low:.2f}, {high:.2f}]"
+
+
 def verdicts(rows: Sequence[Row]) -> list[tuple[bool, str]]:
     """Per adapter x store: the flatness and the goal's checks, as (passed, line)."""
     out: list[tuple[bool, str]] = []
@@ -1713,9 +1777,15 @@ def verdicts(rows: Sequence[Row]) -> list[tuple[bool, str]]:
         checks: list[tuple[bool, str]] = []
         for size, r in sorted(mine.items()):
             if math.isfinite(r.ratio):
-                checks.append((r.ratio <= goal, f"{size}: ours/floor {r.ratio:.2f}"))
-                checks.append((r.ratio_net <= goal, f"{size}: net/floor {r.ratio_net:.2f}"))
-                checks.append((r.ratio_history <= goal, f"{size}: h/floor {r.ratio_history:.2f}"))
+                spans = r.intervals()
+                for name, value in (
+                    ("ours/floor", r.ratio),
+                    ("net/floor", r.ratio_net),
+                    ("h/floor", r.ratio_history),
+                ):
+                    checks.append(
+                        (value <= goal, f"{size}: {name} {value:.2f}{_span(spans, name)}")
+                    )
             else:
                 checks.append((False, f"{size}: floor own <= 0 (noise: use more --turns)"))
         if 1000 in mine and 10000 in mine:
@@ -1912,6 +1982,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"bare+hooks, {adapter}: a no-op overriding {', '.join(calls)}; calls in one turn: "
             + ", ".join(f"{name} {n}" for name, n in calls.items())
         )
+    print(
+        f"ratios with their {INTERVAL:.0%} intervals (bootstrap over the run's rounds, "
+        f"{INTERVAL_DRAWS} draws: how far another run on this machine could land):"
+    )
+    for r in rows:
+        spans = r.intervals()
+        cells = "  ".join(
+            f"{name} {value:5.2f}{_span(spans, name):<15}"
+            for name, value in (
+                ("ours/floor", r.ratio),
+                ("net/floor", r.ratio_net),
+                ("h/floor", r.ratio_history),
+            )
+        )
+        print(f"  {r.adapter:<16} {r.store:<10} {r.size:>6}  {cells}")
+    print()
     for store, note in notes.items():
         print(f"{store}: {note}")
     for r in rows:
@@ -1944,8 +2030,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "seconds": elapsed,
             },
             "rows": [
-                asdict(r)
+                {k: v for k, v in asdict(r).items() if not k.startswith("_")}
                 | {
+                    "intervals": {k: list(v) for k, v in r.intervals().items()},
                     "own": r.own,
                     "own_history": r.own_history,
                     "tool_charge": r.tool_charge,

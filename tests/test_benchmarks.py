@@ -84,6 +84,8 @@ def test_agent_overhead_quick_run_on_the_memory_store(tmp_path: Path) -> None:
         # bare+hooks' no-op extension ran its hooks in the agent's turn
         assert sum(r["hook_calls"].values()) > 0
         assert r["round_trips"] == {}  # counted on PostgreSQL only
+        assert {v: len(t) for v, t in r["samples"].items()} == dict.fromkeys(m, 1)
+        assert r["intervals"] == {}  # one round: no interval
     verdicts = [v["text"] for v in result["verdicts"]]
     assert len(verdicts) == 2 and all("memory" in v for v in verdicts)
     assert all("ours/floor" in v and "net/floor" in v and "h/floor" in v for v in verdicts)
@@ -139,6 +141,52 @@ def test_the_no_op_extensions_override_exactly_the_hooks_ours_does() -> None:
 
     asyncio.run(run())
     assert capability.calls["wrap_run"] == 1
+
+
+def _samples(noise: list[float]) -> dict[str, list[float]]:
+    """Turns of every variant: floor own 1,000 us, ours 1,500 us over bare+tools, net 1,200 us
+    over bare+hooks, history 1,300 us over bare+window; ``noise`` added to all of a round."""
+    base = {
+        "bare": 5_000.0,
+        "bare+window": 10_000.0,
+        "bare+tools": 10_500.0,
+        "bare+hooks": 10_800.0,
+        "floor": 11_000.0,
+        "ours": 12_000.0,
+        "ours-h": 11_300.0,
+        "ours-cold": 13_000.0,
+    }
+    return {v: [t + n for n in noise] for v, t in base.items()}
+
+
+def test_ratio_intervals_hold_the_ratio_and_widen_with_noise() -> None:
+    """The interval beside each ratio: a point when every round says the same, around the
+    ratio when rounds differ, and wider the noisier the turns of a variant are."""
+    ao = _module()
+    still = ao.ratio_intervals(_samples([0.0] * 20))
+    assert still == {
+        "ours/floor": (pytest.approx(1.5), pytest.approx(1.5)),
+        "net/floor": (pytest.approx(1.2), pytest.approx(1.2)),
+        "h/floor": (pytest.approx(1.3), pytest.approx(1.3)),
+    }
+    # a slow stretch of the machine, the same in all the variants of its rounds: still a point
+    drift = ao.ratio_intervals(_samples([i * 300.0 for i in range(20)]))
+    assert drift["ours/floor"] == (pytest.approx(1.5), pytest.approx(1.5))
+
+    import random
+
+    rng = random.Random(1)
+    calm, loud = _samples([0.0] * 40), _samples([0.0] * 40)
+    for samples, spread in ((calm, 50.0), (loud, 400.0)):
+        for turns in samples.values():
+            turns[:] = [t + rng.uniform(0, spread) for t in turns]
+    narrow, wide = ao.ratio_intervals(calm), ao.ratio_intervals(loud)
+    for name, (variant, base) in ao.RATIOS.items():
+        median = {v: sorted(t)[20] for v, t in calm.items()}
+        point = (median[variant] - median[base]) / (median["floor"] - median["bare+window"])
+        assert narrow[name][0] <= point <= narrow[name][1], name
+        assert wide[name][1] - wide[name][0] > narrow[name][1] - narrow[name][0], name
+    assert ao.ratio_intervals(_samples([0.0])) == {}  # one round: nothing to resample
 
 
 def _message(kind: bytes, *fields: bytes, tail: bytes = b"") -> bytes:

@@ -8,9 +8,12 @@ MongoDB in-process (mongomock); drivers are imported only for the kind asked for
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import traceback
 import uuid
 import warnings
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +23,24 @@ from memory_adapters import Memory
 
 STORES = ["memory", "sqlite", "postgres", "mongo"]
 T = TypeVar("T")
+
+
+def in_forked_child(check: Callable[[], None], timeout: int = 60) -> int:
+    """Fork, run ``check`` in the child (killed after ``timeout`` seconds) and wait for it: its
+    exit code, 0 when ``check`` returned (an error's traceback is printed, code 1)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's coverage is not collected
+        code = 1
+        try:
+            signal.alarm(timeout)
+            check()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
 
 
 def on_sync_loop(coro: Coroutine[Any, Any, T]) -> T:

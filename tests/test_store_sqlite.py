@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 from memory_adapters_sqlite import SQLiteStore
 from memory_adapters_sqlite.store import scopes_sql
+from stores import in_forked_child
 
 from memory_adapters import InvalidURL, Memory, Message, StoreUnavailable
 from memory_adapters.embedders import Embedding
+from memory_adapters.messages import Entry
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
 
@@ -607,3 +609,121 @@ def test_a_version_2_database_upgrades_with_conversation_activity(tmp_path: Path
     assert store.delete_idle_conversations("n:", 200.0) == 0
     assert store.delete_idle_conversations("n:", 300.0) == 1
     store.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def _entries(text: str) -> list[Entry]:
+    """One user message as a store takes it."""
+    return [Entry.of(Message.user(text), 3, 1 << 20)]
+
+
+def test_a_forked_child_uses_connections_of_its_own(tmp_path: Path) -> None:
+    """A child forked after the store was used (a pre-forking server, ``multiprocessing``'s
+    fork start method) never uses a connection it inherited: the idle ones are closed in the
+    child, one another thread was using at the fork is left alone (neither used nor closed:
+    closing could undo the parent's work in the shared WAL index), and the child's calls
+    open connections of its own. Parent and child both write; nothing is lost or torn."""
+    import memory_adapters_sqlite.store as sqlite_store
+
+    store = SQLiteStore(tmp_path / "forked.db")
+    store.append("c", _entries("parent, main thread"))
+    other = threading.Thread(target=store.append, args=("c", _entries("parent, thread")))
+    other.start()
+    other.join()
+    in_use = threading.Event()
+    release = threading.Event()
+    held: list[sqlite3.Connection] = []
+
+    def busy() -> None:
+        with store._connection() as db:
+            held.append(db)
+            in_use.set()
+            release.wait(30)
+
+    user = threading.Thread(target=busy)
+    user.start()
+    assert in_use.wait(30)
+    inherited = list(store._all)  # kept alive here, so no new connection takes their ids
+    assert len(inherited) == 3
+
+    def in_the_child() -> None:
+        idle = [db for db in inherited if db is not held[0]]
+        for db in idle:
+            with pytest.raises(sqlite3.ProgrammingError):
+                db.execute("SELECT 1")  # closed in the child
+        assert held[0] in sqlite_store._carried
+        assert held[0].in_transaction is False  # open (a closed one raises), never used
+        result = store.append("c", _entries("child"))
+        assert (result.first_seq, result.last_seq) == (3, 3)
+        assert all(db is not mine for db in inherited for mine in store._all)
+        texts = [r.message.text for r in store.read("c")]
+        assert texts == ["parent, main thread", "parent, thread", "child"]
+
+    try:
+        assert in_forked_child(in_the_child) == 0
+    finally:
+        release.set()
+        user.join()
+    # the parent's own connections are as they were: each thread goes on with its own
+    store.append("c", _entries("parent, after"))
+    texts = [r.message.text for r in store.read("c")]
+    assert texts == ["parent, main thread", "parent, thread", "child", "parent, after"]
+    assert [r.seq for r in store.read("c")] == [1, 2, 3, 4]
+    with store._connection() as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    store.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_has_its_own_copy_of_an_in_memory_database() -> None:
+    store = SQLiteStore(":memory:")
+    store.append("c", _entries("before the fork"))
+
+    def in_the_child() -> None:
+        store.append("c", _entries("child only"))
+        assert [r.message.text for r in store.read("c")] == ["before the fork", "child only"]
+
+    assert in_forked_child(in_the_child) == 0
+    assert [r.message.text for r in store.read("c")] == ["before the fork"]
+    store.close()
+
+
+def _pool_turn(url: str, n: int) -> list[int]:
+    memory = _forked_memory[url]
+    with memory.session(user_id="u", conversation_id=f"worker-{n % 2}"):
+        result = memory.conversation.append(
+            [Message.user(f"question {n}"), Message.assistant(f"answer {n}")]
+        )
+    return [result.first_seq, result.last_seq]
+
+
+_forked_memory: dict[str, Memory] = {}
+"""The ``Memory`` the pool's forked workers inherit (by URL: a module global is what a
+forked worker sees)."""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_memory_opened_before_a_fork_pool_serves_its_workers(tmp_path: Path) -> None:
+    """As a user would: a ``Memory`` opened and used in the parent, then a ``multiprocessing``
+    pool with the fork start method whose workers write through the ``Memory`` they
+    inherited; every turn lands once, gapless, whichever worker wrote it."""
+    import multiprocessing
+
+    url = f"sqlite:///{tmp_path / 'pool.db'}"
+    memory = _forked_memory[url] = Memory(url)
+    try:
+        for c in ("worker-0", "worker-1"):
+            with memory.session(user_id="u", conversation_id=c):
+                memory.conversation.append([Message.user("opening")])
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            seqs = pool.starmap(_pool_turn, [(url, n) for n in range(20)])
+        assert sorted(s for pair in seqs for s in pair) == sorted([*range(2, 22), *range(2, 22)])
+        for c in ("worker-0", "worker-1"):
+            with memory.session(user_id="u", conversation_id=c):
+                records = memory.conversation.read()
+            assert [r.seq for r in records] == list(range(1, 22))
+            asked = sorted(r.message.text for r in records[1:] if r.message.role == "user")
+            assert asked == sorted(f"question {n}" for n in range(20) if f"worker-{n % 2}" == c)
+    finally:
+        del _forked_memory[url]
+        memory.close()

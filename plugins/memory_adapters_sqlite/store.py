@@ -22,6 +22,13 @@
   :class:`~memory_adapters.errors.StoreUnavailable`, and a new store must be opened. (The
   store's own connections keep the old inode allocated, so a new file cannot take its
   number.) Not for ``:memory:`` databases.
+* A process forked while the store had connections open (``multiprocessing``'s fork start
+  method, a pre-forking server) must not use them: SQLite's lock bookkeeping and the WAL
+  index would be shared with the parent. In the child the store closes the connections it
+  inherited (no other process sees that: a child holds none of the parent's locks) and opens
+  its own as it needs them; one another thread of the parent was using at the fork is never
+  used nor closed in the child (closing it could undo the parent's write in the shared WAL
+  index). A ``:memory:`` database is the child's own copy.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -330,6 +338,23 @@ def _locked(exc: StoreUnavailable) -> bool:
     return "locked" in str(cause) or "busy" in str(cause)
 
 
+_stores: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
+"""Every open store of the process, for :func:`_after_fork`."""
+_carried: list[sqlite3.Connection] = []
+"""Connections a forked child inherited in use by another thread of its parent: kept, so
+that they are never closed (nor used) in the child."""
+
+
+def _after_fork() -> None:
+    for store in list(_stores):
+        if not store._closed:
+            store._forked()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class SQLiteStore(Store):
     """A store in one SQLite file, shared safely by threads and processes."""
 
@@ -353,6 +378,10 @@ class SQLiteStore(Store):
         self._shared: sqlite3.Connection | None = None
         self._shared_lock = threading.RLock()
         self._closed = False
+        # How many calls are using each connection (by id): a connection in use when the
+        # process forks is not closed in the child (see _forked).
+        self._busy: dict[int, int] = {}
+        _stores.add(self)
         with self._connection() as db:
             self._migrate(db)
 
@@ -431,7 +460,17 @@ class SQLiteStore(Store):
                 db = self._local.db = self._connect()
             if self._identity is None:
                 self._identity = self._stat()  # the file the first connection opened
-            yield db
+            key = id(db)  # a connection is used by one thread at a time: no lock needed
+            busy = self._busy
+            busy[key] = busy.get(key, 0) + 1
+            try:
+                yield db
+            finally:
+                left = busy.get(key, 1) - 1
+                if left:
+                    busy[key] = left
+                else:
+                    busy.pop(key, None)
         except sqlite3.OperationalError as exc:
             # locked past the timeout, disk full, file gone: the operation did not happen
             raise StoreUnavailable(f"SQLite database {self.path!r}: {exc}") from exc
@@ -505,6 +544,36 @@ class SQLiteStore(Store):
         finally:
             local.inline = None
         return await asyncio.to_thread(fn, *args, **kwargs)
+
+    def _forked(self) -> None:
+        """In a child process just forked: forget the parent's connections (closing those no
+        thread was using, keeping the others open and unused for the child's lifetime), so
+        that every thread of the child opens its own; new locks (another thread of the
+        parent may have held one at the fork)."""
+        busy = set(self._busy)
+        for db in self._all:
+            if db is self._shared:
+                continue
+            if id(db) in busy:
+                _carried.append(db)
+                continue
+            try:
+                db.close()
+            except sqlite3.Error:
+                _carried.append(db)
+        self._all = []
+        self._busy = {}
+        self._local = threading.local()
+        self._all_lock = threading.Lock()
+        self._shared_lock = threading.RLock()
+        shared = self._shared
+        if shared is not None:  # the child's own copy of the database: finish what was cut
+            try:
+                if shared.in_transaction:
+                    shared.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            self._all.append(shared)
 
     def close(self) -> None:
         self._closed = True

@@ -6,7 +6,9 @@ import asyncio
 import functools
 import math
 import multiprocessing
+import os
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,6 +19,7 @@ import pytest
 from memory_adapters_postgres import PostgresStore
 from memory_adapters_postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from stores import in_forked_child
 
 from memory_adapters import InvalidId, Memory, Message, StoreUnavailable
 from memory_adapters.embedders import Embedding, normalized
@@ -153,6 +156,72 @@ def test_native_async_pool_round_trip(postgres_url: str) -> None:
         texts = asyncio.run(main())
         assert sorted(texts) == sorted(f"m{i}" for i in range(20))
     finally:
+        _drop(postgres_url, schema)
+
+
+def _entries(text: str) -> list[Entry]:
+    """One user message as a store takes it."""
+    return [Entry.of(Message.user(text), 3, 1 << 20)]
+
+
+def _backend(store: PostgresStore) -> int:
+    with store.pool.connection() as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_talks_to_the_server_in_sessions_of_its_own(postgres_url: str) -> None:
+    """A child forked from a process whose store had connections open (its pool's, and an
+    async one of a live event loop) never uses them: its calls go over sessions of its own
+    while the parent goes on writing over the parent's, at the same time, to the same
+    conversation; every turn of both lands once, gapless; the parent's connections still
+    work after the child exited (the child closed none of them)."""
+    schema = _schema()
+    store = PostgresStore(postgres_url, schema=schema)
+    loop = asyncio.new_event_loop()
+    try:
+        store.append("c", _entries("opening"))
+        loop.run_until_complete(store.aappend("c", _entries("async, before")))
+        parents = {_backend(store) for _ in range(3)}
+
+        def parent_turns() -> None:
+            for i in range(30):
+                store.append("c", _entries(f"parent {i}"))
+
+        def in_the_child() -> None:
+            assert _backend(store) not in parents
+            for i in range(30):
+                store.append("c", _entries(f"child {i}"))
+            texts = [r.message.text for r in store.read("c")]
+            assert {f"child {i}" for i in range(30)} <= set(texts)
+
+        writer = threading.Thread(target=parent_turns)
+        writer.start()
+        try:
+            assert in_forked_child(in_the_child) == 0
+        finally:
+            writer.join()
+        store.append("c", _entries("sync, after"))
+        loop.run_until_complete(store.aappend("c", _entries("async, after")))
+        records = store.read("c")
+        assert [r.seq for r in records] == list(range(1, 65))
+        texts = [r.message.text for r in records]
+        assert sorted(texts) == sorted(
+            [
+                "opening",
+                "async, before",
+                *(f"parent {i}" for i in range(30)),
+                *(f"child {i}" for i in range(30)),
+                "sync, after",
+                "async, after",
+            ]
+        )
+        assert texts[-2:] == ["sync, after", "async, after"]
+    finally:
+        store.close()
+        loop.close()
         _drop(postgres_url, schema)
 
 

@@ -41,6 +41,12 @@
   privileges on its tables too: a schema without this version's tables, or a role that may
   not use them, raises :class:`~memory_adapters.errors.StoreNotReady` saying what to run or
   grant, at open and on any later call.
+* A process forked from one whose store had connections open (``multiprocessing``'s fork
+  start method, a pre-forking server) must not use them: they are sessions of the parent,
+  over sockets it shares. In the child, a store opened from a URL sets the parent's pool and
+  async connections aside, never using nor closing them (closing would end the parent's
+  sessions), and opens a new pool of its own. A pool the application gave
+  (:meth:`PostgresStore.from_pool`) is the application's to reopen in the child.
 
 Values never reach PostgreSQL raw: messages and facts are stored as the JSON text the core
 produced, in which a NUL character is the escape ``\\u0000``, so PostgreSQL's refusal of NUL
@@ -53,9 +59,11 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
 import struct
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -286,6 +294,23 @@ def _tsquery(terms: Sequence[str]) -> str:
     return " | ".join("'" + t.replace("'", "''").replace("\\", "\\\\") + "'" for t in terms)
 
 
+_stores: weakref.WeakSet[PostgresStore] = weakref.WeakSet()
+"""Every open store of the process opened from a URL, for :func:`_after_fork`."""
+_carried: list[Any] = []
+"""What a forked child inherited of its parent's connections: kept, so that it is never
+closed (nor used) in the child."""
+
+
+def _after_fork() -> None:
+    for store in list(_stores):
+        if not store._closed:
+            store._forked()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class PostgresStore(Store):
     """A store in a PostgreSQL database, in its own schema.
 
@@ -356,15 +381,15 @@ class PostgresStore(Store):
                 psycopg.connect(_libpq_url(url), **connection).close()
             except psycopg.OperationalError as exc:
                 raise connect_error(exc, url, connect_timeout) from exc
-            pool = ConnectionPool(
-                _libpq_url(url),
-                min_size=min_size,
-                max_size=max_size,
-                timeout=timeout,
-                kwargs=connection,
-                open=False,
-                name="memory-adapters",
-            )
+            self._pool_options: dict[str, Any] = {
+                "conninfo": _libpq_url(url),
+                "min_size": min_size,
+                "max_size": max_size,
+                "timeout": timeout,
+                "kwargs": connection,
+                "name": "memory-adapters",
+            }
+            pool = ConnectionPool(open=False, **self._pool_options)
             try:
                 pool.open(wait=True, timeout=timeout)
             except Exception as exc:
@@ -382,6 +407,8 @@ class PostgresStore(Store):
         self._loops: dict[Any, _LoopConnections] = {}
         self._loops_lock = threading.Lock()
         self._sql: dict[str, str] = {}
+        if self._own_pool:
+            _stores.add(self)
         try:
             if migrate:
                 self.migrate()
@@ -1748,6 +1775,20 @@ class PostgresStore(Store):
         return self._run(
             lambda: self._restore_fact(namespace, scope, fact, history=history, embedding=embedding)
         )
+
+    def _forked(self) -> None:
+        """In a child process just forked: set the parent's pool and async connections aside
+        (kept, never used nor closed: closing would end the parent's sessions, and psycopg
+        never closes a connection it collects in a process that did not open it) and open a
+        pool of the child's own (its connections are made in the background)."""
+        from psycopg_pool import ConnectionPool
+
+        _carried.append(self.pool)
+        _carried.extend(self._loops.values())
+        self._loops = {}
+        self._loops_lock = threading.Lock()
+        self.pool = ConnectionPool(open=False, **self._pool_options)
+        self.pool.open(wait=False)
 
     def close(self) -> None:
         """Close the store (and its pool, unless the application gave it one)."""

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable
 
 import pytest
 from memory_adapters_inmemory import InMemoryStore
+from stores import in_forked_child
 
-from memory_adapters import Memory, StoreUnavailable
+from memory_adapters import Memory, Message, StoreUnavailable
 from memory_adapters.testing import StoreConformance
 
 
@@ -67,3 +70,43 @@ def test_closing_one_memory_of_a_named_store_leaves_the_others_open() -> None:
         assert b.facts.get("k") is not None
     with Memory("memory://closed-test") as again, again.session(user_id="u"):
         assert again.facts.get("k") is not None  # the data lives as long as the process
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_child_forked_while_a_thread_held_the_lock_does_not_wait_for_it() -> None:
+    """A child forked while another thread of the parent was inside a store call (holding
+    the store's lock, which no thread of the child will ever release) works on its own copy
+    of the data; stores sharing data (one ``memory://name``) still share it in the child."""
+    memory = Memory("memory://forked")
+    other = Memory("memory://forked")
+    with memory.session(user_id="u", conversation_id="c"):
+        memory.conversation.append([Message.user("before the fork")])
+    store = memory.store
+    assert isinstance(store, InMemoryStore)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store._lock:
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holding.wait(30)
+
+    def in_the_child() -> None:
+        with memory.session(user_id="u", conversation_id="c"):
+            memory.conversation.append([Message.user("child")])
+        with other.session(user_id="u", conversation_id="c"):
+            texts = [r.message.text for r in other.conversation.read()]
+        assert texts == ["before the fork", "child"]
+
+    try:
+        assert in_forked_child(in_the_child, timeout=20) == 0
+    finally:
+        release.set()
+        holder.join()
+    with other.session(user_id="u", conversation_id="c"):
+        assert [r.message.text for r in other.conversation.read()] == ["before the fork"]
+    memory.close()
+    other.close()

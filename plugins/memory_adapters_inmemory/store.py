@@ -14,9 +14,11 @@ from __future__ import annotations
 import bisect
 import json
 import math
+import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -140,8 +142,26 @@ def _words(text: str) -> dict[str, int]:
     return counts
 
 
+_stores: weakref.WeakSet[InMemoryStore] = weakref.WeakSet()
+"""Every store of the process, for :func:`_after_fork`."""
+
+
+def _after_fork() -> None:
+    """A child forked while another thread held a store's lock would wait for it forever:
+    each lock is replaced by a new one (stores sharing one share the new one). The child's data
+    is its own copy of the parent's."""
+    new: dict[int, threading.RLock] = {}
+    for store in list(_stores):
+        store._lock = new.setdefault(id(store._lock), threading.RLock())
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 class InMemoryStore(Store):
-    """A process-local store. Thread-safe; not shared between processes.
+    """A process-local store. Thread-safe; not shared between processes (a forked child has
+    its own copy of the data).
 
     :meth:`share` gives another store over the same data, closed on its own (what each
     ``Memory`` opening one ``memory://name`` gets). A closed store raises
@@ -157,6 +177,7 @@ class InMemoryStore(Store):
         self._facts: dict[tuple[str, str], dict[str, _FactRow]] = {}
         self._history: dict[tuple[str, str, str], list[_Change]] = {}
         self._closed = False
+        _stores.add(self)
 
     def share(self) -> InMemoryStore:
         """Another store over this one's data, closed independently of it."""

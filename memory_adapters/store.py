@@ -28,6 +28,8 @@ must pass.
 from __future__ import annotations
 
 import asyncio
+import os
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -119,6 +121,25 @@ def store_closed(name: str) -> StoreUnavailable:
         f"this {name} is closed (Memory.close(), or the end of a `with Memory(...)` block, "
         "closes its store): open a new Memory to go on"
     )
+
+
+_renewed: weakref.WeakSet[Store] = weakref.WeakSet()
+
+
+def renew_after_fork(store: Store) -> None:
+    """Have :meth:`Store.after_fork` called on ``store`` in every child process forked from
+    this one from now on, while ``store`` lives: what a store holding connections calls when
+    it opens (a child must not use its parent's connections)."""
+    _renewed.add(store)
+
+
+def _after_fork() -> None:
+    for store in list(_renewed):
+        store.after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 class Store(ABC):
@@ -424,6 +445,13 @@ class Store(ABC):
         """Release connections. Afterwards every method raises
         :class:`~memory_adapters.errors.StoreUnavailable` (:func:`store_closed`); closing
         again does nothing."""
+
+    def after_fork(self) -> None:  # noqa: B027 - optional, for stores holding connections
+        """In a child process just forked from the one that opened the store (a store that
+        called :func:`renew_after_fork`): set aside the connections and locks inherited from
+        the parent, which the child must not use, so that the child's calls open their own.
+        Closing one must not touch what the parent still does with it. Does nothing by
+        default."""
 
     # -- async twins -----------------------------------------------------------------------
 

@@ -59,11 +59,9 @@ import asyncio
 import contextlib
 import functools
 import json
-import os
 import struct
 import threading
 import time
-import weakref
 from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -87,7 +85,13 @@ from memory_adapters.operations import (
     user_keys,
     working_namespace_of,
 )
-from memory_adapters.store import Store, prefix_upper_bound, run_steps, store_closed
+from memory_adapters.store import (
+    Store,
+    prefix_upper_bound,
+    renew_after_fork,
+    run_steps,
+    store_closed,
+)
 from memory_adapters.validation import dumps
 
 from .diagnose import (
@@ -294,21 +298,9 @@ def _tsquery(terms: Sequence[str]) -> str:
     return " | ".join("'" + t.replace("'", "''").replace("\\", "\\\\") + "'" for t in terms)
 
 
-_stores: weakref.WeakSet[PostgresStore] = weakref.WeakSet()
-"""Every open store of the process opened from a URL, for :func:`_after_fork`."""
 _carried: list[Any] = []
 """What a forked child inherited of its parent's connections: kept, so that it is never
 closed (nor used) in the child."""
-
-
-def _after_fork() -> None:
-    for store in list(_stores):
-        if not store._closed:
-            store._forked()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_after_fork)
 
 
 class PostgresStore(Store):
@@ -408,7 +400,7 @@ class PostgresStore(Store):
         self._loops_lock = threading.Lock()
         self._sql: dict[str, str] = {}
         if self._own_pool:
-            _stores.add(self)
+            renew_after_fork(self)
         try:
             if migrate:
                 self.migrate()
@@ -1776,11 +1768,13 @@ class PostgresStore(Store):
             lambda: self._restore_fact(namespace, scope, fact, history=history, embedding=embedding)
         )
 
-    def _forked(self) -> None:
+    def after_fork(self) -> None:
         """In a child process just forked: set the parent's pool and async connections aside
         (kept, never used nor closed: closing would end the parent's sessions, and psycopg
         never closes a connection it collects in a process that did not open it) and open a
         pool of the child's own (its connections are made in the background)."""
+        if self._closed:
+            return
         from psycopg_pool import ConnectionPool
 
         _carried.append(self.pool)

@@ -39,7 +39,6 @@ import os
 import sqlite3
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -58,7 +57,13 @@ from memory_adapters.operations import (
     user_keys,
     working_namespace_of,
 )
-from memory_adapters.store import Store, prefix_upper_bound, run_steps, store_closed
+from memory_adapters.store import (
+    Store,
+    prefix_upper_bound,
+    renew_after_fork,
+    run_steps,
+    store_closed,
+)
 from memory_adapters.validation import dumps
 
 if TYPE_CHECKING:
@@ -338,21 +343,9 @@ def _locked(exc: StoreUnavailable) -> bool:
     return "locked" in str(cause) or "busy" in str(cause)
 
 
-_stores: weakref.WeakSet[SQLiteStore] = weakref.WeakSet()
-"""Every open store of the process, for :func:`_after_fork`."""
 _carried: list[sqlite3.Connection] = []
 """Connections a forked child inherited in use by another thread of its parent: kept, so
 that they are never closed (nor used) in the child."""
-
-
-def _after_fork() -> None:
-    for store in list(_stores):
-        if not store._closed:
-            store._forked()
-
-
-if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
-    os.register_at_fork(after_in_child=_after_fork)
 
 
 class SQLiteStore(Store):
@@ -381,7 +374,7 @@ class SQLiteStore(Store):
         # How many calls are using each connection (by id): a connection in use when the
         # process forks is not closed in the child (see _forked).
         self._busy: dict[int, int] = {}
-        _stores.add(self)
+        renew_after_fork(self)
         with self._connection() as db:
             self._migrate(db)
 
@@ -545,11 +538,13 @@ class SQLiteStore(Store):
             local.inline = None
         return await asyncio.to_thread(fn, *args, **kwargs)
 
-    def _forked(self) -> None:
+    def after_fork(self) -> None:
         """In a child process just forked: forget the parent's connections (closing those no
         thread was using, keeping the others open and unused for the child's lifetime), so
         that every thread of the child opens its own; new locks (another thread of the
         parent may have held one at the fork)."""
+        if self._closed:
+            return
         busy = set(self._busy)
         for db in self._all:
             if db is self._shared:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import threading
 import time
 import uuid
@@ -197,6 +198,15 @@ def _entries(tag: str, n: int) -> list[Entry]:
 
 def _append_worker(factory: StoreFactory, conversation: str, writer: int, batches: int) -> None:
     store = factory()
+    try:
+        for i in range(batches):
+            store.append(conversation, _entries(f"w{writer}b{i}", 3))
+    finally:
+        store.close()
+
+
+def _inherited_writer(store: Store, conversation: str, writer: int, batches: int) -> None:
+    """A forked child's turns through the ``store`` its parent opened, then its close."""
     try:
         for i in range(batches):
             store.append(conversation, _entries(f"w{writer}b{i}", 3))
@@ -1405,5 +1415,32 @@ class MultiProcessConformance:
         store = store_factory()
         try:
             check_log(store.read("procs"), writers, batches, size)
+        finally:
+            store.close()
+
+    @pytest.mark.processes
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+    def test_a_forked_child_goes_on_with_the_store_its_parent_opened(
+        self, store_factory: StoreFactory
+    ) -> None:
+        """A child forked after its parent used the store (``multiprocessing``'s fork start
+        method, a pre-forking server) appends through that store object while the parent
+        appends too, then closes it: nothing is lost or torn, and the parent's store still
+        works afterwards (the child used none of the parent's connections, and its close
+        closed none). See :meth:`Store.after_fork <memory_adapters.store.Store.after_fork>`."""
+        batches = 20
+        store = store_factory()
+        try:
+            store.append("forked", _entries("w0b0", 3))  # the parent's connections are open
+            ctx = multiprocessing.get_context("fork")
+            child = ctx.Process(target=_inherited_writer, args=(store, "forked", 1, batches))
+            child.start()
+            for i in range(1, batches):
+                store.append("forked", _entries(f"w0b{i}", 3))
+            child.join(120)
+            assert child.exitcode == 0, f"the forked child failed with exit code {child.exitcode}"
+            check_log(store.read("forked"), 2, batches, 3)
+            store.append("after", _entries("w0b0", 3))
+            assert [r.seq for r in store.read("after")] == [1, 2, 3]
         finally:
             store.close()

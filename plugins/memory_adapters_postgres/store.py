@@ -399,8 +399,6 @@ class PostgresStore(Store):
         self._loops: dict[Any, _LoopConnections] = {}
         self._loops_lock = threading.Lock()
         self._sql: dict[str, str] = {}
-        if self._own_pool:
-            renew_after_fork(self)
         try:
             if migrate:
                 self.migrate()
@@ -411,6 +409,8 @@ class PostgresStore(Store):
             if self._own_pool:
                 pool.close()
             raise
+        if self._own_pool:  # a store that failed to open has nothing for a child to renew
+            renew_after_fork(self)
 
     @classmethod
     def from_pool(

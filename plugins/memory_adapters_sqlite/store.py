@@ -372,11 +372,11 @@ class SQLiteStore(Store):
         self._shared_lock = threading.RLock()
         self._closed = False
         # How many calls are using each connection (by id): a connection in use when the
-        # process forks is not closed in the child (see _forked).
+        # process forks is not closed in the child (see after_fork).
         self._busy: dict[int, int] = {}
-        renew_after_fork(self)
         with self._connection() as db:
             self._migrate(db)
+        renew_after_fork(self)
 
     # -- connections ---------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from .errors import (
     Unsupported,
 )
 from .operations import APPLICATION, FactChange, Writer
+from .ranking import index_terms
 from .steps import EmbedCall, Plan, StoreCall, drive_async, drive_sync
 from .tracing import traced
 from .validation import (
@@ -93,7 +94,8 @@ configuration uses, less contractions): in "what is my favourite tea" only "favo
 
 @dataclass(slots=True)
 class Fact:
-    """A stored fact. ``score`` is set by searches (higher is more relevant)."""
+    """A stored fact. ``score`` is set by searches (higher is more relevant); ``metadata`` is
+    what the application stored with it (never searched; see :class:`FactFilter`)."""
 
     key: str
     value: Any
@@ -103,6 +105,7 @@ class Fact:
     updated_at: float = 0.0
     expires_at: float | None = None
     score: float | None = None
+    metadata: dict[str, Any] | None = None
 
     @classmethod
     def from_row(
@@ -115,8 +118,9 @@ class Fact:
         updated_at: float,
         expires_at: float | None,
         score: float | None = None,
+        metadata: str | None = None,
     ) -> Fact:
-        """Build a fact from a store row holding the value as JSON text."""
+        """Build a fact from a store row holding the value (and metadata) as JSON text."""
         return cls(
             key,
             json.loads(data),
@@ -126,7 +130,52 @@ class Fact:
             float(updated_at),
             None if expires_at is None else float(expires_at),
             score,
+            None if metadata is None else json.loads(metadata),
         )
+
+
+FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
+"""What a key of a metadata filter looks like (a letter or ``_``, then letters, digits, ``_``
+and ``-``; at most 128 characters)."""
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of two JSON scalars as every store compares them: ``true`` equals only
+    ``true`` (never ``1``), numbers compare by value (``1`` equals ``1.0``), strings
+    exactly, ``null`` only ``null``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if a is None or b is None:
+        return a is None and b is None
+    return type(a) is type(b) and isinstance(a, str) and a == b
+
+
+@dataclass(frozen=True, slots=True)
+class FactFilter:
+    """Which facts a search may return (:meth:`Facts.search`'s ``filter``, ``since`` and
+    ``until``), applied by the store before the best are chosen.
+
+    ``metadata``: each key must be in the fact's metadata with an equal value
+    (:func:`json_equal`; values are JSON scalars); ``since`` / ``until``: the fact was last
+    updated at or after ``since`` and before ``until`` (epoch seconds)."""
+
+    metadata: tuple[tuple[str, Any], ...] = ()
+    since: float | None = None
+    until: float | None = None
+
+    def passes(self, metadata: dict[str, Any] | None, updated_at: float) -> bool:
+        """Whether a fact with this ``metadata`` and ``updated_at`` passes (what every store
+        must answer)."""
+        if self.since is not None and updated_at < self.since:
+            return False
+        if self.until is not None and updated_at >= self.until:
+            return False
+        for key, value in self.metadata:
+            if metadata is None or key not in metadata or not json_equal(metadata[key], value):
+                return False
+        return True
 
 
 def search_terms(query: str) -> list[str]:
@@ -176,6 +225,13 @@ def search_text(key: str, value: Any) -> str:
 
     walk(value)
     return bound_search_text("\n".join(parts).replace("\x00", " "))
+
+
+def index_text(key: str, value: Any) -> str:
+    """The terms a fact is found by in keyword search, as stores keep them
+    (:meth:`Store.put_fact <memory_adapters.store.Store.put_fact>`'s ``text``): the
+    :func:`~memory_adapters.ranking.index_terms` of its :func:`search_text`, space-separated."""
+    return " ".join(index_terms(search_text(key, value)))
 
 
 def supports_vectors(store: Store) -> bool:

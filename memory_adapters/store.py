@@ -9,7 +9,9 @@ A store keeps three things, all keyed by strings the core has already validated
   within a token budget is one index range read;
 * **summaries** of evicted ranges, each stored with the seq range it covers;
 * **facts** — (namespace, scope, key) → JSON text with a version, importance, optional
-  expiry, keyword search. Working memory is kept as facts too (:mod:`.working`).
+  expiry, metadata (kept, never searched, used by filters), and the terms keyword search finds
+  it by. The store finds candidates and counts statistics (:meth:`Store.match_terms`);
+  :mod:`memory_adapters.ranking` scores them, so every store ranks alike. Working memory is kept as facts too (:mod:`.working`).
   Optionally (:meth:`Store.list_fact_scopes`), the scopes that hold facts, by prefix.
 * **fact history** (optional, :meth:`Store.fact_history`) — each put and forget of a fact,
   with its writer, written with the change itself.
@@ -37,9 +39,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .embedders import Embedding
 from .errors import StoreUnavailable, Unsupported
-from .facts import Fact
+from .facts import Fact, FactFilter
 from .messages import AppendResult, Entry, Record, Summary
 from .operations import DEFAULT_HISTORY_LIMIT, ConversationInfo, EraseReport, FactChange, Writer
+from .ranking import TermMatches
 
 if TYPE_CHECKING:
     from .steps import StoreCall
@@ -267,10 +270,15 @@ class Store(ABC):
         embedding: Embedding | None = None,
         writer: Writer | None = None,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
+        metadata: str | None = None,
     ) -> Fact:
-        """Create or replace a fact; ``data`` is its value as JSON text, ``text`` what keyword
-        search indexes, ``embedding`` its vectors (``None``: none; any vectors the fact had
-        before are dropped with the text they were made from).
+        """Create or replace a fact; ``data`` is its value as JSON text; ``text`` the terms
+        keyword search finds it by (:func:`memory_adapters.ranking.index_terms`, separated by
+        single spaces, in order, repeats kept: :meth:`match_terms` counts them);
+        ``embedding`` its vectors (``None``: none; any vectors the fact had before are dropped
+        with the text they were made from); ``metadata`` a JSON object as text, stored and
+        returned with the fact (:attr:`Fact.metadata`), never searched, used by ``where``
+        filters (``None``: none; the core passes it only when there is some).
 
         The version starts at 1 and grows by one per write. With ``expected_version``, write
         only if the current version is that number (0 = the fact must not exist), else raise
@@ -308,11 +316,36 @@ class Store(ABC):
         fact was deleted)."""
 
     @abstractmethod
-    def search_facts(
-        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
-    ) -> list[Fact]:
-        """Unexpired facts of a scope matching any of ``terms`` (lower-case words), best first,
-        with ``Fact.score`` set. Use the backend's own full-text machinery."""
+    def match_terms(
+        self,
+        namespace: str,
+        scope: str,
+        terms: Sequence[str],
+        *,
+        where: FactFilter | None = None,
+    ) -> TermMatches:
+        """What keyword search needs to score a scope's facts (:mod:`memory_adapters.ranking`
+        scores them; a store never ranks):
+
+        * ``documents`` and ``total_length``: how many unexpired facts the scope holds and the
+          sum of their lengths (a fact's length is the number of terms of the ``text`` it was
+          put with), whatever ``where`` says;
+        * ``hits``: every unexpired fact of the scope that holds at least one of ``terms``
+          (distinct terms in :mod:`~memory_adapters.ranking` form) and passes ``where``, with
+          its key, length, the count of each of ``terms`` in its text (in the order of
+          ``terms``), importance and ``updated_at``; in any order.
+
+        Find the hits through an index (never by reading every fact of the scope), and count
+        only the scope's own facts: nothing of another namespace or scope may change the
+        answer.
+        """
+
+    def get_facts(self, namespace: str, scope: str, keys: Sequence[str]) -> list[Fact]:
+        """The unexpired facts of a scope stored under ``keys``, in the order of ``keys``,
+        leaving out those absent. The default calls :meth:`get_fact` for each; a store with
+        round trips to save reads them at once."""
+        found = (self.get_fact(namespace, scope, k) for k in keys)
+        return [f for f in found if f is not None]
 
     def list_fact_scopes(
         self, namespace: str, prefix: str, *, limit: int | None = None
@@ -342,12 +375,16 @@ class Store(ABC):
         *,
         model: str,
         limit: int = 10,
+        keys: Sequence[str] | None = None,
+        where: FactFilter | None = None,
     ) -> list[Fact]:
         """Unexpired facts of a scope embedded by ``model`` with vectors of ``len(vector)``
         dimensions, by cosine similarity to ``vector`` (a unit vector), best first, at most
         ``limit``; ``Fact.score`` is the similarity of the fact's best-matching vector (a fact
         with several fields scores its best one). Ties: higher importance, then newer, then
-        key order. Facts without vectors of ``model`` are not candidates.
+        key order. Facts without vectors of ``model`` are not candidates; with ``keys``, only
+        the facts stored under those keys are; with ``where``, only those that pass it
+        (filtered before the ``limit`` best are chosen, never after).
 
         Optional: the default raises :class:`~memory_adapters.errors.Unsupported` (searches
         then fall back to keywords, with a warning). The built-in stores compare against
@@ -554,11 +591,14 @@ class Store(ABC):
         embedding: Embedding | None = None,
         writer: Writer | None = None,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
+        metadata: str | None = None,
     ) -> Fact:
         """Async :meth:`put_fact`."""
         extra: dict[str, Any] = {} if embedding is None else {"embedding": embedding}
         if writer is not None:  # stores without history never see these arguments
             extra.update(writer=writer, history_limit=history_limit)
+        if metadata is not None:
+            extra["metadata"] = metadata
         return await self._offload(
             self.put_fact,
             namespace,
@@ -600,11 +640,20 @@ class Store(ABC):
             self.delete_fact, namespace, scope, key, expected_version=expected_version, **extra
         )
 
-    async def asearch_facts(
-        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
-    ) -> list[Fact]:
-        """Async :meth:`search_facts`."""
-        return await self._offload(self.search_facts, namespace, scope, terms, limit=limit)
+    async def amatch_terms(
+        self,
+        namespace: str,
+        scope: str,
+        terms: Sequence[str],
+        *,
+        where: FactFilter | None = None,
+    ) -> TermMatches:
+        """Async :meth:`match_terms`."""
+        return await self._offload(self.match_terms, namespace, scope, terms, where=where)
+
+    async def aget_facts(self, namespace: str, scope: str, keys: Sequence[str]) -> list[Fact]:
+        """Async :meth:`get_facts`."""
+        return await self._offload(self.get_facts, namespace, scope, keys)
 
     async def alist_fact_scopes(
         self, namespace: str, prefix: str, *, limit: int | None = None
@@ -620,10 +669,17 @@ class Store(ABC):
         *,
         model: str,
         limit: int = 10,
+        keys: Sequence[str] | None = None,
+        where: FactFilter | None = None,
     ) -> list[Fact]:
         """Async :meth:`search_fact_vectors`."""
+        extra: dict[str, Any] = {}
+        if keys is not None:  # stores written before these arguments never see them unused
+            extra["keys"] = keys
+        if where is not None:
+            extra["where"] = where
         return await self._offload(
-            self.search_fact_vectors, namespace, scope, vector, model=model, limit=limit
+            self.search_fact_vectors, namespace, scope, vector, model=model, limit=limit, **extra
         )
 
     async def afacts_to_embed(

@@ -11,7 +11,8 @@ A store keeps three things, all keyed by strings the core has already validated
 * **facts** — (namespace, scope, key) → JSON text with a version, importance, optional
   expiry, metadata (kept, never searched, used by filters), and the terms keyword search finds
   it by. The store finds candidates and counts statistics (:meth:`Store.match_terms`);
-  :mod:`memory_adapters.ranking` scores them, so every store ranks alike. Working memory is kept as facts too (:mod:`.working`).
+  :mod:`memory_adapters.ranking` scores them, so every store ranks alike. Working memory
+  is kept as facts too (:mod:`.working`).
   Optionally (:meth:`Store.list_fact_scopes`), the scopes that hold facts, by prefix.
 * **fact history** (optional, :meth:`Store.fact_history`) — each put and forget of a fact,
   with its writer, written with the change itself.

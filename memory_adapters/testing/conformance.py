@@ -52,6 +52,7 @@ from .hostile import (
     hostile_cases,
 )
 from .operations import OperationsConformance
+from .ranking import RankingConformance
 from .semantic import SemanticConformance
 from .windows import WindowProperties
 
@@ -233,7 +234,9 @@ def check_log(records: list[Record], writers: int, batches: int, size: int) -> N
     assert all(last_batch_of[w] == batches - 1 for w in range(writers))
 
 
-class StoreConformance(WindowProperties, SemanticConformance, OperationsConformance):
+class StoreConformance(
+    WindowProperties, SemanticConformance, OperationsConformance, RankingConformance
+):
     """The suite. Subclass it and provide a ``store`` fixture yielding a fresh, empty store."""
 
     @pytest.fixture

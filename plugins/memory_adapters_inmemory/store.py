@@ -4,29 +4,28 @@ Messages are kept as the same JSON text the other stores keep, so what is read b
 fresh copy, exactly what was written. The tail within a token budget is a binary search on
 the running token totals.
 
-Keyword search ranks with BM25 (k1 = 1.2, b = 0.75, as SQLite's FTS5 does) over the
-scope's facts. Semantic search compares the query with every vector of the scope (exact,
-linear in the scope's facts; numpy when installed).
+Keyword search finds a scope's facts holding a term through an inverted index per scope
+(term -> keys) and counts the scope's statistics; the core scores them
+(:mod:`memory_adapters.ranking`). Semantic search compares the query with every vector of
+the scope (exact, linear in the scope's facts; numpy when installed).
 """
 
 from __future__ import annotations
 
 import bisect
 import json
-import math
 import os
-import re
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 from memory_adapters.embedders import Embedding
 from memory_adapters.errors import AppendConflict, VersionConflict
 from memory_adapters.exact_vectors import Candidate, order, pack, screen
-from memory_adapters.facts import Fact, search_text
+from memory_adapters.facts import Fact, FactFilter, index_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.operations import (
     DEFAULT_HISTORY_LIMIT,
@@ -39,12 +38,9 @@ from memory_adapters.operations import (
     user_keys,
     working_namespace_of,
 )
+from memory_adapters.ranking import TermHit, TermMatches
 from memory_adapters.store import Store, store_closed
 from memory_adapters.validation import dumps
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-_K1 = 1.2
-_B = 0.75
 
 
 @dataclass(slots=True)
@@ -83,6 +79,8 @@ class _FactRow:
     created_at: float
     updated_at: float
     expires_at: float | None
+    metadata: str | None = None
+    length: int = 0
     embed_model: str | None = None
     dims: int = 0
     vectors: list[bytes] = field(default_factory=list)
@@ -105,7 +103,14 @@ class _FactRow:
             self.updated_at,
             self.expires_at,
             score,
+            self.metadata,
         )
+
+    def passes(self, where: FactFilter | None) -> bool:
+        if where is None:
+            return True
+        meta = None if self.metadata is None else json.loads(self.metadata)
+        return where.passes(meta, self.updated_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +141,40 @@ class _Change:
 
 
 def _words(text: str) -> dict[str, int]:
+    """A fact's terms (``text`` as the core gives it: space-separated) with their counts."""
     counts: dict[str, int] = {}
-    for w in _WORD.findall(text.lower()):
+    for w in text.split():
         counts[w] = counts.get(w, 0) + 1
     return counts
+
+
+class _ScopeFacts(dict[str, _FactRow]):
+    """One scope's facts by key, with its inverted index (``postings``: term -> the keys of
+    the facts holding it), kept as facts are set and deleted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.postings: dict[str, set[str]] = {}
+
+    def __setitem__(self, key: str, row: _FactRow) -> None:
+        old = self.get(key)
+        if old is not None:
+            self._unindex(key, old)
+        super().__setitem__(key, row)
+        for term in row.words:
+            self.postings.setdefault(term, set()).add(key)
+
+    def __delitem__(self, key: str) -> None:
+        self._unindex(key, self[key])
+        super().__delitem__(key)
+
+    def _unindex(self, key: str, row: _FactRow) -> None:
+        for term in row.words:
+            holders = self.postings.get(term)
+            if holders is not None:
+                holders.discard(key)
+                if not holders:
+                    del self.postings[term]
 
 
 _stores: weakref.WeakSet[InMemoryStore] = weakref.WeakSet()
@@ -174,7 +209,7 @@ class InMemoryStore(Store):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._conversations: dict[str, _Conversation] = {}
-        self._facts: dict[tuple[str, str], dict[str, _FactRow]] = {}
+        self._facts: dict[tuple[str, str], _ScopeFacts] = {}
         self._history: dict[tuple[str, str, str], list[_Change]] = {}
         self._closed = False
         _stores.add(self)
@@ -189,6 +224,12 @@ class InMemoryStore(Store):
             self._history,
         )
         return other
+
+    def _scope(self, namespace: str, scope: str) -> _ScopeFacts:
+        facts = self._facts.get((namespace, scope))
+        if facts is None:
+            facts = self._facts[(namespace, scope)] = _ScopeFacts()
+        return facts
 
     def _check_open(self) -> None:
         if self._closed:
@@ -326,25 +367,29 @@ class InMemoryStore(Store):
         embedding: Embedding | None = None,
         writer: Writer | None = None,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
+        metadata: str | None = None,
     ) -> Fact:
         self._check_open()
         now = time.time()
         with self._lock:
-            facts = self._facts.setdefault((namespace, scope), {})
+            facts = self._scope(namespace, scope)
             row = facts.get(key)
             if row is not None and not row.live(now):
                 row = None
             current = 0 if row is None else row.version
             if expected_version is not None and expected_version != current:
                 raise VersionConflict(key, expected_version, current)
+            words = _words(text)
             new = _FactRow(
                 data,
-                _words(text),
+                words,
                 current + 1,
                 importance,
                 now if row is None else row.created_at,
                 now,
                 expires_at,
+                metadata,
+                sum(words.values()),
             )
             new.embed(embedding)
             facts[key] = new
@@ -403,35 +448,43 @@ class InMemoryStore(Store):
                 self._record(namespace, scope, key, change, history_limit)
             return live
 
-    def search_facts(
-        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
-    ) -> list[Fact]:
+    def match_terms(
+        self,
+        namespace: str,
+        scope: str,
+        terms: Sequence[str],
+        *,
+        where: FactFilter | None = None,
+    ) -> TermMatches:
         self._check_open()
         now = time.time()
         with self._lock:
-            live = [
-                (key, row)
-                for key, row in self._facts.get((namespace, scope), {}).items()
-                if row.live(now)
-            ]
-            if not live:
-                return []
-            n = len(live)
-            avgdl = sum(sum(row.words.values()) for _, row in live) / n or 1.0
-            df = {t: sum(1 for _, row in live if t in row.words) for t in terms}
-            idf = {t: math.log((n - d + 0.5) / (d + 0.5) + 1.0) for t, d in df.items() if d}
-            scored = []
-            for key, row in live:
-                dl = sum(row.words.values())
-                score = 0.0
-                for t, weight in idf.items():
-                    tf = row.words.get(t, 0)
-                    if tf:
-                        score += weight * tf * (_K1 + 1) / (tf + _K1 * (1 - _B + _B * dl / avgdl))
-                if score:
-                    scored.append((score, row.importance, row.updated_at, key, row))
-        scored.sort(key=lambda s: (-s[0], -s[1], -s[2], s[3]))
-        return [row.fact(key, float(score)) for score, _, _, key, row in scored[:limit]]
+            facts = self._facts.get((namespace, scope))
+            if facts is None:
+                return TermMatches(0, 0, [])
+            documents = total = 0
+            for row in facts.values():
+                if row.live(now):
+                    documents += 1
+                    total += row.length
+            keys: set[str] = set()
+            for term in terms:
+                keys |= facts.postings.get(term, set())
+            hits = []
+            for key in sorted(keys):
+                row = facts[key]
+                if row.live(now) and row.passes(where):
+                    counts = tuple(row.words.get(t, 0) for t in terms)
+                    hits.append(TermHit(key, row.length, counts, row.importance, row.updated_at))
+        return TermMatches(documents, total, hits)
+
+    def get_facts(self, namespace: str, scope: str, keys: Sequence[str]) -> list[Fact]:
+        self._check_open()
+        now = time.time()
+        with self._lock:
+            facts = self._facts.get((namespace, scope), {})
+            rows = ((k, facts.get(k)) for k in keys)
+            return [row.fact(k) for k, row in rows if row is not None and row.live(now)]
 
     def search_fact_vectors(
         self,
@@ -441,15 +494,25 @@ class InMemoryStore(Store):
         *,
         model: str,
         limit: int = 10,
+        keys: Sequence[str] | None = None,
+        where: FactFilter | None = None,
     ) -> list[Fact]:
         self._check_open()
         now = time.time()
         query = [float(x) for x in vector]
         with self._lock:
+            facts = self._facts.get((namespace, scope), {})
+            if keys is None:
+                chosen: Iterable[tuple[str, _FactRow]] = facts.items()
+            else:
+                chosen = ((k, facts[k]) for k in dict.fromkeys(keys) if k in facts)
             live = [
                 (key, row)
-                for key, row in self._facts.get((namespace, scope), {}).items()
-                if row.embed_model == model and row.dims == len(query) and row.live(now)
+                for key, row in chosen
+                if row.embed_model == model
+                and row.dims == len(query)
+                and row.live(now)
+                and row.passes(where)
             ]
         rows = [(i, blob) for i, (_, row) in enumerate(live) for blob in row.vectors]
         kept = screen(query, rows, limit)
@@ -603,18 +666,21 @@ class InMemoryStore(Store):
         data = dumps(fact.value)
         now = time.time()
         with self._lock:
-            facts = self._facts.setdefault((namespace, scope), {})
+            facts = self._scope(namespace, scope)
             row = facts.get(fact.key)
             if row is not None and row.live(now) and row.version >= fact.version:
                 return False
+            words = _words(index_text(fact.key, fact.value))
             new = _FactRow(
                 data,
-                _words(search_text(fact.key, fact.value)),
+                words,
                 fact.version,
                 fact.importance,
                 fact.created_at,
                 fact.updated_at,
                 fact.expires_at,
+                None if fact.metadata is None else dumps(fact.metadata),
+                sum(words.values()),
             )
             new.embed(embedding)
             facts[fact.key] = new

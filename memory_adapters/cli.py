@@ -273,10 +273,10 @@ class Check:
 
 _PROBE_NAMESPACE = "memory-adapters-doctor#probe"
 _FULL_TEXT = {
-    "memory": "BM25 in process",
-    "sqlite": "FTS5",
-    "postgresql": "tsvector + GIN",
-    "mongodb": "$text index",
+    "memory": "an inverted index per scope",
+    "sqlite": "a term index per scope",
+    "postgresql": "a term index per scope",
+    "mongodb": "a multikey index of terms",
 }
 
 
@@ -313,13 +313,11 @@ def _doctor_checks(runtime: Runtime) -> list[Check]:
         except Exception as exc:
             checks.append(Check("schema version", False, f"{type(exc).__name__}: {exc}"))
         try:
-            store.search_facts(_PROBE_NAMESPACE, "doctor", ["probe"], limit=1)
+            store.match_terms(_PROBE_NAMESPACE, "doctor", ["probe"])
             engine = _FULL_TEXT.get(store.scheme, "the store's own")
-            if getattr(store, "uses_text_index", None) is False:
-                engine = "no $text index: a scan of the scope's facts (the documented fallback)"
-            checks.append(Check("full-text search", True, engine))
+            checks.append(Check("keyword search", True, f"{engine}; BM25 in the core"))
         except Exception as exc:
-            checks.append(Check("full-text search", False, f"{type(exc).__name__}: {exc}"))
+            checks.append(Check("keyword search", False, f"{type(exc).__name__}: {exc}"))
         try:
             store.search_fact_vectors(
                 _PROBE_NAMESPACE, "doctor", [1.0], model="memory-adapters-doctor", limit=1

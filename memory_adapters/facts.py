@@ -14,10 +14,12 @@ two rankings).
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 import warnings
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .embedders import EMBED_BATCH, WHOLE, Embedding, check_vectors
@@ -30,16 +32,28 @@ from .errors import (
     Unsupported,
 )
 from .operations import APPLICATION, FactChange, Writer
-from .ranking import index_terms
+from .ranking import (
+    SEMANTIC_DEPTH,
+    TermMatches,
+    bm25,
+    fuse,
+    fused,
+    index_terms,
+    query_terms,
+)
 from .steps import EmbedCall, Plan, StoreCall, drive_async, drive_sync
 from .tracing import traced
 from .validation import (
     MAX_VALUE_BYTES,
     check_expires_at,
+    check_filter,
     check_id,
     check_importance,
+    check_metadata,
+    check_number,
     check_optional_int,
     check_positive_int,
+    check_time,
     check_ttl,
     dumps,
 )
@@ -52,16 +66,6 @@ if TYPE_CHECKING:
     from .scope import Scope
     from .store import Store
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-MAX_QUERY_TERMS = 32
-"""A search uses at most this many distinct words of its query (the first ones)."""
-
-MAX_TERM_LENGTH = 200
-"""Longest query word a search looks for, in characters; longer words are dropped from the
-query. (No store indexes words that long alike: PostgreSQL drops words of more than 2047
-bytes from a ``tsvector``. Dropping them from every query gives every store the same answer.)"""
-
 MAX_SEARCH_TEXT_BYTES = 128 << 10
 """How much of a fact's text (its key and the strings of its value) keyword search indexes,
 in UTF-8 bytes (128 KiB); text beyond it is stored but not searchable, on every store alike.
@@ -72,24 +76,6 @@ bytes of the text it indexes."""
 
 SearchMode = Literal["keyword", "semantic", "hybrid"]
 SEARCH_MODES: tuple[str, ...] = ("keyword", "semantic", "hybrid")
-
-RRF_K = 60
-"""The constant of reciprocal rank fusion: a fact at rank ``r`` (from 1) of a ranking adds
-``1 / (RRF_K + r)`` to its hybrid score (Cormack et al., 2009, and most search engines)."""
-
-_STOP_WORDS = """
-    a about above after again against all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its
-    itself just me more most my myself no nor not now of off on once only or other our ours
-    ourselves out over own same she should so some such than that the their theirs them
-    themselves then there these they this those through to too under until up very was we were
-    what when where which while who whom why will with would you your yours yourself yourselves
-"""
-STOP_WORDS = frozenset(_STOP_WORDS.split())
-"""English words a keyword search ignores (the Snowball list PostgreSQL's ``english``
-configuration uses, less contractions): in "what is my favourite tea" only "favourite" and
-"tea" say anything. Dropped from queries, so every store ranks alike."""
 
 
 @dataclass(slots=True)
@@ -134,11 +120,6 @@ class Fact:
         )
 
 
-FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
-"""What a key of a metadata filter looks like (a letter or ``_``, then letters, digits, ``_``
-and ``-``; at most 128 characters)."""
-
-
 def json_equal(a: Any, b: Any) -> bool:
     """Equality of two JSON scalars as every store compares them: ``true`` equals only
     ``true`` (never ``1``), numbers compare by value (``1`` equals ``1.0``), strings
@@ -179,17 +160,10 @@ class FactFilter:
 
 
 def search_terms(query: str) -> list[str]:
-    """The lower-case words of a search query (punctuation, operators and
-    :data:`STOP_WORDS` dropped), at most :data:`MAX_QUERY_TERMS` of them, each at most
-    :data:`MAX_TERM_LENGTH` characters long (longer ones are dropped)."""
-    seen: dict[str, None] = {}
-    for match in _WORD.finditer(query.lower()):
-        word = match.group()
-        if len(word) <= MAX_TERM_LENGTH and word not in STOP_WORDS:
-            seen.setdefault(word, None)
-            if len(seen) == MAX_QUERY_TERMS:
-                break
-    return list(seen)
+    """The terms a search looks for (:func:`memory_adapters.ranking.query_terms`): the
+    query's distinct words that are not :data:`STOP_WORDS`, stemmed, at most
+    :data:`MAX_QUERY_TERMS` of at most :data:`MAX_TERM_LENGTH` characters each."""
+    return query_terms(query)
 
 
 def bound_search_text(text: str, limit: int = MAX_SEARCH_TEXT_BYTES) -> str:
@@ -227,11 +201,28 @@ def search_text(key: str, value: Any) -> str:
     return bound_search_text("\n".join(parts).replace("\x00", " "))
 
 
+_WORDY_KEY = re.compile(r"[A-Za-z]+(?:[ _.:/-]+[A-Za-z]+)*")
+
+
+def key_words(key: str) -> str:
+    """What a fact's key adds to the text it is found by: the key, when it is made of words
+    ("favourite_tea", "home city"); nothing when it holds digits or codes ("D1:3",
+    "a8f3e2-..."), which say nothing about what the fact means and only add noise."""
+    return key.replace("_", " ").replace("-", " ") if _WORDY_KEY.fullmatch(key) else ""
+
+
+def embed_text(key: str, value: Any) -> str:
+    """What is embedded for a fact: its :func:`key_words` and the strings of its value."""
+    words = key_words(key)
+    text = search_text("", value).lstrip("\n")
+    return f"{words}: {text}" if words else text
+
+
 def index_text(key: str, value: Any) -> str:
     """The terms a fact is found by in keyword search, as stores keep them
     (:meth:`Store.put_fact <memory_adapters.store.Store.put_fact>`'s ``text``): the
     :func:`~memory_adapters.ranking.index_terms` of its :func:`search_text`, space-separated."""
-    return " ".join(index_terms(search_text(key, value)))
+    return " ".join(index_terms(search_text(key_words(key), value)))
 
 
 def supports_vectors(store: Store) -> bool:
@@ -305,6 +296,7 @@ def write_fact(
     expected_version: int | None,
     embedding: Embedding | None,
     writer: Writer | None = APPLICATION,
+    metadata: str | None = None,
 ) -> Plan[Fact]:
     """Write a validated fact — ``where`` is (namespace, scope, key, value as JSON text) —
     with its embedding, recording the change in its history as made by ``writer``, and tell
@@ -318,6 +310,8 @@ def write_fact(
     }
     if embedding is not None:  # a store without vectors never sees the argument
         options["embedding"] = embedding
+    if metadata is not None:  # a store written before metadata never sees it unused
+        options["metadata"] = metadata
     options.update(history_options(memory, writer))  # nor one without history these
     fact: Fact = yield StoreCall("put_fact", where, options)
     step = memory.hooks.fact_stored(hook_scope, fact)
@@ -330,32 +324,17 @@ def _warn(message: str) -> None:
     warnings.warn(message, EmbeddingWarning, stacklevel=6)
 
 
-def _with_every_term(facts: list[Fact], terms: list[str]) -> list[Fact]:
-    """The keyword hits a hybrid search fuses: those holding every word of the query. A fact
-    sharing one word with a question ("what *food* must I avoid?") is as likely noise as not,
-    and fused at the rank the keyword engine gave it, it pushes out what the meaning found
-    (measured: ``benchmarks/README.md``, recall)."""
-    wanted = set(terms)
-    return [f for f in facts if wanted <= set(_WORD.findall(search_text(f.key, f.value).lower()))]
-
-
-def fuse(rankings: list[list[Fact]], limit: int) -> list[Fact]:
-    """Reciprocal rank fusion of several rankings of facts (each best first): a fact's score
-    is the sum over the rankings it is in of ``1 / (RRF_K + rank)``; ties go to the more
-    important, then the newer fact, then key order. At most ``limit`` facts."""
-    scores: dict[str, float] = {}
-    found: dict[str, Fact] = {}
-    for ranking in rankings:
-        for rank, fact in enumerate(ranking, start=1):
-            scores[fact.key] = scores.get(fact.key, 0.0) + 1.0 / (RRF_K + rank)
-            found.setdefault(fact.key, fact)
-    order = sorted(found, key=lambda k: (-scores[k], -found[k].importance, -found[k].updated_at, k))
-    out = []
-    for key in order[:limit]:
-        fact = found[key]
-        fact.score = scores[key]
-        out.append(fact)
-    return out
+def _where(
+    metadata: object, since: object, until: object, min_score: object
+) -> tuple[FactFilter | None, float | None]:
+    """A search's filter (``None`` when it has none) and relevance floor, validated."""
+    pairs = check_filter(metadata)
+    start = check_time(since, "since")
+    end = check_time(until, "until")
+    floor = None if min_score is None else check_number(min_score, "min_score")
+    if not pairs and start is None and end is None:
+        return None, floor
+    return FactFilter(pairs, start, end), floor
 
 
 class Facts:
@@ -382,9 +361,11 @@ class Facts:
         expires_at: float | None,
         expected_version: int | None,
         writer: Writer = APPLICATION,
+        metadata: Any = None,
     ) -> Plan[Fact]:
         check_id(key, "key")
         data = dumps(value, "value", MAX_VALUE_BYTES)
+        meta = check_metadata(metadata)
         importance = check_importance(importance)
         now = time.time()
         ttl = check_ttl(ttl)
@@ -392,11 +373,10 @@ class Facts:
             raise InvalidTTL("give ttl or expires_at, not both")
         expires = now + ttl if ttl is not None else check_expires_at(expires_at, now)
         check_optional_int(expected_version, "expected_version")
-        text = search_text(key, value)
         embedding = None
         embedder = self._memory.embedder
         if embedder is not None and supports_vectors(self._memory.store):
-            vectors = yield from embed_plan(self._memory, [text], "document")
+            vectors = yield from embed_plan(self._memory, [embed_text(key, value)], "document")
             if isinstance(vectors, EmbedderFailed):
                 _warn(f"{vectors}; fact {key!r} is stored and will be embedded when searched")
             else:
@@ -406,12 +386,13 @@ class Facts:
                 self._memory,
                 self.scope,
                 (self.namespace, self._owner, key, data),
-                text=text,
+                text=index_text(key, value),
                 importance=importance,
                 expires_at=expires,
                 expected_version=expected_version,
                 embedding=embedding,
                 writer=writer,
+                metadata=meta,
             )
         )
 
@@ -430,18 +411,31 @@ class Facts:
         )
         return facts
 
-    def _search(self, query: str, limit: int, mode: str | None = None) -> Plan[list[Fact]]:
+    def _search(
+        self,
+        query: str,
+        limit: int,
+        mode: str | None = None,
+        where: FactFilter | None = None,
+        min_score: float | None = None,
+    ) -> Plan[list[Fact]]:
         """The search plan, observed as a ``"search"`` operation when a plugin asks
         (:mod:`.tracing`)."""
         memory = self._memory
         if not memory.hooks.observes_operations:
-            return self._search_plan(query, limit, mode, None)
+            return self._search_plan(query, limit, mode, None, where, min_score)
         seen: dict[str, Any] = {"limit": limit}
-        plan = self._search_plan(query, limit, mode, seen)
+        plan = self._search_plan(query, limit, mode, seen, where, min_score)
         return traced(memory, "search", self.scope, plan, attributes=seen, content={"query": query})
 
     def _search_plan(
-        self, query: str, limit: int, mode: str | None, seen: dict[str, Any] | None
+        self,
+        query: str,
+        limit: int,
+        mode: str | None,
+        seen: dict[str, Any] | None,
+        where: FactFilter | None = None,
+        min_score: float | None = None,
     ) -> Plan[list[Fact]]:
         if not isinstance(query, str):
             raise InvalidInput(f"query must be a str, not {type(query).__name__}")
@@ -462,47 +456,132 @@ class Facts:
                     raise Unsupported(f"{type(memory.store).__name__} cannot search by meaning")
                 _warn(f"{type(memory.store).__name__} cannot search by meaning: keywords only")
                 mode = "keyword"
-        if seen is not None:
-            seen["mode"] = mode
-        pool = limit if mode != "hybrid" else max(2 * limit, 10)
+        filtered: dict[str, Any] = {} if where is None else {"where": where}
         terms = search_terms(query)
-        keyword: list[Fact] = []
+        keyword: dict[str, float] = {}
+        ties: dict[str, tuple[float, float]] = {}
         if mode != "semantic" and terms:
-            keyword = yield StoreCall(
-                "search_facts", (self.namespace, self._owner, terms), {"limit": pool}
+            matches: TermMatches = yield StoreCall(
+                "match_terms", (self.namespace, self._owner, terms), filtered
             )
-        semantic: list[Fact] | None = None
+            keyword = bm25(matches, terms)
+            ties = {h.key: (h.importance, h.updated_at) for h in matches.hits}
+        vector: list[float] | None = None
         if mode != "keyword" and query.strip():
-            semantic = yield from self._semantic(query, pool, strict=mode == "semantic")
-        if mode == "hybrid" and semantic is not None:
-            results = fuse([_with_every_term(keyword, terms), semantic], limit)
-        elif mode == "semantic":
-            results = (semantic or [])[:limit]
+            vector = yield from self._query_vector(query, strict=mode == "semantic")
+        if vector is None and mode == "hybrid" and seen is not None:
+            seen["mode"] = "keyword"  # the embedder failed
+        if seen is not None:
+            seen.setdefault("mode", mode)
+        results: list[Fact] = []
+        if mode == "semantic":
+            if vector is not None:
+                results = yield from self._nearest(vector, limit, filtered)
+        elif mode == "hybrid" and vector is not None:
+            results = yield from self._hybrid(vector, keyword, ties, limit, filtered)
         else:  # keyword, or a hybrid search whose embedder failed
-            results = keyword[:limit]
-            if seen is not None and mode == "hybrid":
-                seen["mode"] = "keyword"
+            best = sorted(keyword, key=lambda k: (-keyword[k], -ties[k][0], -ties[k][1], k))
+            results = yield from self._facts_of(best[:limit], keyword)
+        if min_score is not None:
+            results = [f for f in results if f.score is not None and f.score >= min_score]
         step = memory.hooks.facts_searched(self.scope, query, results)
         if step is not None:
             yield step
         return results
 
-    def _semantic(self, query: str, limit: int, strict: bool) -> Plan[list[Fact] | None]:
-        """The scope's facts nearest ``query`` by meaning, after embedding those that have no
-        vectors of the current embedder; ``None`` (with a warning) when the embedder failed and
-        ``strict`` is false."""
+    def _facts_of(self, keys: list[str], scores: dict[str, float]) -> Plan[list[Fact]]:
+        """The facts stored under ``keys`` (in that order, those still there), with their
+        ``scores``."""
+        if not keys:
+            return []
+        found: list[Fact] = yield StoreCall("get_facts", (self.namespace, self._owner, keys))
+        for fact in found:
+            fact.score = scores[fact.key]
+        return found
+
+    def _nearest(
+        self,
+        vector: list[float],
+        limit: int,
+        filtered: dict[str, Any],
+        keys: list[str] | None = None,
+    ) -> Plan[list[Fact]]:
+        """The ``limit`` facts of the scope nearest ``vector`` (among ``keys`` when given)."""
+        embedder = self._memory.embedder
+        assert embedder is not None
+        options: dict[str, Any] = {"model": embedder.name, "limit": limit, **filtered}
+        if keys is not None:
+            options["keys"] = keys
+        found: list[Fact] = yield StoreCall(
+            "search_fact_vectors", (self.namespace, self._owner, vector), options
+        )
+        return found
+
+    def _hybrid(
+        self,
+        vector: list[float],
+        keyword: dict[str, float],
+        ties: dict[str, tuple[float, float]],
+        limit: int,
+        filtered: dict[str, Any],
+    ) -> Plan[list[Fact]]:
+        """The ``limit`` best facts by :func:`~memory_adapters.ranking.fused` score, exactly:
+        the :data:`~memory_adapters.ranking.SEMANTIC_DEPTH` (or ``limit``) nearest facts, every
+        keyword hit, and the similarity of each keyword hit outside the nearest that could
+        still be among the best (a fact outside both is below every one of the nearest)."""
+        depth = max(SEMANTIC_DEPTH, limit)
+        nearest = yield from self._nearest(vector, depth, filtered)
+        found = {f.key: f for f in nearest}
+        similarity: dict[str, float | None] = {f.key: f.score for f in nearest}
+        scores = fuse(keyword, similarity)
+        best = max(keyword.values(), default=0.0)
+        others = [k for k in keyword if k not in found]
+        if others:
+            # every fact outside the nearest is at most as similar as the last of them
+            bound = nearest[-1].score if len(nearest) == depth else None
+            ranked = sorted(scores.values(), reverse=True)
+            threshold = ranked[limit - 1] if len(ranked) >= limit else -math.inf
+            maybe = [k for k in others if fused(keyword[k], best, bound) >= threshold]
+            if bound is not None and maybe:
+                more = yield from self._nearest(vector, len(maybe), filtered, keys=maybe)
+                for fact in more:
+                    found[fact.key] = fact
+                    similarity[fact.key] = fact.score
+            for key in maybe:
+                scores[key] = fused(keyword[key], best, similarity.get(key))
+        missing = [k for k in scores if k not in found]
+
+        def order(key: str) -> tuple[float, float, float, str]:
+            fact = found.get(key)
+            importance, updated = (
+                (fact.importance, fact.updated_at) if fact is not None else ties[key]
+            )
+            return (-scores[key], -importance, -updated, key)
+
+        chosen = sorted(scores, key=order)[:limit]
+        missing = [k for k in chosen if k not in found]
+        if missing:
+            for fact in (yield from self._facts_of(missing, scores)):
+                found[fact.key] = fact
+        out = []
+        for key in chosen:
+            got = found.get(key)
+            if got is not None:
+                got.score = scores[key]
+                out.append(got)
+        return out
+
+    def _query_vector(self, query: str, strict: bool) -> Plan[list[float] | None]:
+        """The query's vector, after embedding the scope's facts that have no vectors of the
+        current embedder; ``None`` (with a warning) when the embedder failed and ``strict`` is
+        false."""
         embedder = self._memory.embedder
         assert embedder is not None
         failed = yield from self._embed_missing(embedder.name)
         if failed is None:
             vectors = yield from embed_plan(self._memory, [query], "query")
             if not isinstance(vectors, EmbedderFailed):
-                found: list[Fact] = yield StoreCall(
-                    "search_fact_vectors",
-                    (self.namespace, self._owner, vectors[0]),
-                    {"model": embedder.name, "limit": limit},
-                )
-                return found
+                return vectors[0]
             failed = vectors
         if strict:
             raise failed
@@ -518,7 +597,7 @@ class Facts:
             )
             if not stale:
                 return None
-            texts = [search_text(f.key, f.value) for f in stale]
+            texts = [embed_text(f.key, f.value) for f in stale]
             vectors = yield from embed_plan(self._memory, texts, "document")
             if isinstance(vectors, EmbedderFailed):
                 return vectors
@@ -579,6 +658,7 @@ class Facts:
         ttl: float | None = None,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> Fact:
         """Create or update a fact. ``expected_version`` makes it a compare-and-swap (0: only
         if absent); a mismatch raises :class:`~memory_adapters.errors.VersionConflict`.
@@ -587,9 +667,14 @@ class Facts:
         ``MAX_VALUE_BYTES`` (``InvalidValue``, ``ValueTooLarge``); ``importance``: a finite
         number (``InvalidValue``); ``ttl`` (seconds, ``0 < ttl <= MAX_TTL``) or ``expires_at``
         (epoch seconds, in the future and at most ``MAX_TTL`` away), not both
-        (``InvalidTTL``); ``expected_version``: an int from 0 to ``MAX_INT`` (``InvalidInput``).
+        (``InvalidTTL``); ``expected_version``: an int from 0 to ``MAX_INT`` (``InvalidInput``);
+        ``metadata``: a JSON object of at most ``MAX_METADATA_BYTES``, without NUL characters
+        (``InvalidValue``), stored and returned with the fact, never searched, and what a
+        search's ``filter`` matches. A put replaces the whole fact, metadata included.
         """
-        return self._run(self._put(key, value, importance, ttl, expires_at, expected_version))
+        return self._run(
+            self._put(key, value, importance, ttl, expires_at, expected_version, metadata=metadata)
+        )
 
     def get(self, key: str) -> Fact | None:
         """The fact stored under ``key``, or ``None``."""
@@ -600,23 +685,39 @@ class Facts:
         from 1 to ``MAX_INT``)."""
         return self._run(self._list(limit))
 
-    def search(self, query: str, limit: int = 5, *, mode: SearchMode | None = None) -> list[Fact]:
+    def search(
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        mode: SearchMode | None = None,
+        filter: dict[str, Any] | None = None,
+        since: float | datetime | None = None,
+        until: float | datetime | None = None,
+        min_score: float | None = None,
+    ) -> list[Fact]:
         """The facts most relevant to ``query``, best first; at most ``limit`` (an int from 1
-        to ``MAX_INT``), each with its ``score``.
+        to ``MAX_INT``), each with its ``score``. The first ``k`` results are the same at any
+        ``limit >= k``, on every store.
 
-        ``mode``: ``"keyword"`` finds facts sharing words with the query (its first
-        ``MAX_QUERY_TERMS`` distinct words of at most ``MAX_TERM_LENGTH`` characters that are
-        not :data:`STOP_WORDS`; a query with none finds nothing), ranked by the store's
-        full-text engine; ``"semantic"`` ranks the scope's facts by the cosine similarity of
-        their embedding to the query's (``score``: the similarity; needs an embedder, else
-        :class:`~memory_adapters.errors.NoEmbedder`); ``"hybrid"`` fuses the semantic ranking
-        with the keyword hits that hold every word of the query (reciprocal rank fusion,
-        :data:`RRF_K`; ``score``: the fused score). The default is ``"hybrid"`` when the
-        ``Memory`` has an embedder, else ``"keyword"``; if the embedder fails, a hybrid search
-        uses keywords (with an :class:`~memory_adapters.errors.EmbeddingWarning`) and a
-        semantic one raises :class:`~memory_adapters.errors.EmbedderFailed`.
+        ``mode``: ``"keyword"`` finds facts sharing words with the query (its terms:
+        :func:`search_terms`; a query with none finds nothing), ``score``: BM25 over the
+        scope's facts (:mod:`memory_adapters.ranking`); ``"semantic"`` ranks the scope's facts
+        by the cosine similarity of their embedding to the query's (``score``: the
+        similarity; needs an embedder, else :class:`~memory_adapters.errors.NoEmbedder`);
+        ``"hybrid"`` scores each fact by both (:func:`memory_adapters.ranking.fused`, 0 to 1).
+        The default is ``"hybrid"`` when the ``Memory`` has an embedder, else ``"keyword"``;
+        if the embedder fails, a hybrid search uses keywords (with an
+        :class:`~memory_adapters.errors.EmbeddingWarning`) and a semantic one raises
+        :class:`~memory_adapters.errors.EmbedderFailed`. Ties go to the more important, then
+        the more recently updated fact.
+
+        ``filter``: only facts whose metadata holds each key with an equal value (a dict of
+        names to JSON scalars); ``since`` / ``until``: only facts last updated at or after
+        ``since`` and before ``until`` (epoch seconds, or aware datetimes); ``min_score``:
+        only facts scoring at least that much (a relevance floor, on the mode's scale).
         """
-        return self._run(self._search(query, limit, mode))
+        return self._run(self._search(query, limit, mode, *_where(filter, since, until, min_score)))
 
     def forget(self, key: str, *, expected_version: int | None = None) -> bool:
         """Delete a fact; ``False`` if there was none. ``expected_version`` (an int from 0 to
@@ -644,10 +745,11 @@ class Facts:
         ttl: float | None = None,
         expires_at: float | None = None,
         expected_version: int | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> Fact:
         """Async :meth:`put`."""
         return await self._arun(
-            self._put(key, value, importance, ttl, expires_at, expected_version)
+            self._put(key, value, importance, ttl, expires_at, expected_version, metadata=metadata)
         )
 
     async def aget(self, key: str) -> Fact | None:
@@ -659,10 +761,20 @@ class Facts:
         return await self._arun(self._list(limit))
 
     async def asearch(
-        self, query: str, limit: int = 5, *, mode: SearchMode | None = None
+        self,
+        query: str,
+        limit: int = 5,
+        *,
+        mode: SearchMode | None = None,
+        filter: dict[str, Any] | None = None,
+        since: float | datetime | None = None,
+        until: float | datetime | None = None,
+        min_score: float | None = None,
     ) -> list[Fact]:
         """Async :meth:`search`."""
-        return await self._arun(self._search(query, limit, mode))
+        return await self._arun(
+            self._search(query, limit, mode, *_where(filter, since, until, min_score))
+        )
 
     async def aforget(self, key: str, *, expected_version: int | None = None) -> bool:
         """Async :meth:`forget`."""

@@ -179,3 +179,40 @@ def bm25(matches: TermMatches, terms: Sequence[str]) -> dict[str, float]:
         if score > 0.0:
             scores[hit.key] = score
     return scores
+
+
+# -- fusion ----------------------------------------------------------------------------------
+
+KEYWORD_WEIGHT = 0.5
+"""The share of the keyword score in a hybrid score (the rest is the semantic score)."""
+
+SEMANTIC_DEPTH = 50
+"""How many facts nearest in meaning a hybrid search reads (or ``limit``, when more): a fixed
+depth, so that the first results of a search are the same at any ``limit``."""
+
+
+def keyword_part(score: float, best: float) -> float:
+    """A keyword score as a hybrid search weighs it: its share of the best keyword score of
+    the search (1 for the best hit, 0 for a fact holding no term)."""
+    return score / best if best > 0.0 else 0.0
+
+
+def semantic_part(similarity: float | None) -> float:
+    """A cosine similarity as a hybrid search weighs it (0 for a fact without a vector)."""
+    return 0.0 if similarity is None else max(similarity, 0.0)
+
+
+def fused(keyword: float, best: float, similarity: float | None) -> float:
+    """The hybrid score of a fact: :data:`KEYWORD_WEIGHT` of its :func:`keyword_part` plus
+    the rest of its :func:`semantic_part`. It depends only on the fact, the query and the
+    scope (never on ``limit``), and grows with each part."""
+    return KEYWORD_WEIGHT * keyword_part(keyword, best) + (1.0 - KEYWORD_WEIGHT) * semantic_part(
+        similarity
+    )
+
+
+def fuse(keyword: dict[str, float], semantic: dict[str, float | None]) -> dict[str, float]:
+    """The hybrid scores (:func:`fused`) of the facts in ``semantic`` (key -> similarity, or
+    ``None`` when the fact has no vector), given every keyword hit's score (``keyword``)."""
+    best = max(keyword.values(), default=0.0)
+    return {key: fused(keyword.get(key, 0.0), best, sim) for key, sim in semantic.items()}

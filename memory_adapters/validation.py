@@ -14,6 +14,7 @@ Anything else raises a typed error from :mod:`memory_adapters.errors` and nothin
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import re
@@ -320,3 +321,89 @@ def check_read_range(
         check_optional_int(end_seq, "end_seq", minimum=0),
         check_optional_int(limit, "limit", minimum=1),
     )
+
+
+def check_number(value: object, what: str) -> float:
+    """Validate a finite number (``bool`` refused); else raise :class:`InvalidInput`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(f"{what} must be a number, not {type(value).__name__}")
+    try:
+        number = float(value)
+    except OverflowError:
+        raise InvalidInput(f"{what} must be finite, not {describe(value)}") from None
+    if not math.isfinite(number):
+        raise InvalidInput(f"{what} must be finite, not {value!r}")
+    return number
+
+
+def check_time(value: object, what: str) -> float | None:
+    """Validate a point in time: ``None``, epoch seconds, or an aware ``datetime`` (a naive
+    one is refused: it names no instant); the epoch seconds."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise InvalidInput(f"{what} must be an aware datetime (with a tzinfo), not a naive one")
+        return value.timestamp()
+    return check_number(value, what)
+
+
+MAX_METADATA_BYTES = 16 << 10
+"""Largest metadata of a fact, as JSON text (16 KiB)."""
+
+
+def check_metadata(metadata: object) -> str | None:
+    """Validate a fact's metadata: ``None`` or a JSON object (``dict`` with ``str`` keys) of
+    at most :data:`MAX_METADATA_BYTES` and no NUL character; its JSON text."""
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        raise InvalidValue(f"metadata must be a dict, not {type(metadata).__name__}")
+    text = dumps(metadata, "metadata", MAX_METADATA_BYTES)
+    if "\\u0000" in text and _holds_nul(metadata):  # JSON escapes NUL: check the strings
+        raise InvalidValue("metadata must not hold a NUL character")
+    return text
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
+FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")
+"""What a key of a metadata filter looks like (safe in every store's JSON paths)."""
+
+
+def check_filter(where: object) -> tuple[tuple[str, Any], ...]:
+    """Validate a metadata filter: ``None`` or a ``dict`` from keys (a letter or ``_``, then
+    letters, digits, ``_`` and ``-``; at most 128 characters) to JSON scalars (``str``,
+    finite ``int`` / ``float``, ``bool``, ``None``); its (key, value) pairs, by key."""
+    if where is None:
+        return ()
+    if not isinstance(where, dict):
+        raise InvalidInput(f"filter must be a dict, not {type(where).__name__}")
+    pairs = []
+    for key, value in where.items():
+        if not isinstance(key, str) or not FILTER_KEY.fullmatch(key):
+            raise InvalidInput(
+                f"filter key {describe(key)} is not a name (a letter or _, then letters, "
+                "digits, _ and -; at most 128 characters)"
+            )
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InvalidInput(f"filter value of {key!r} must be finite, not {value!r}")
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
+            raise InvalidInput(f"filter value of {key!r} is out of range: {describe(value)}")
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise InvalidInput(
+                f"filter value of {key!r} must be a str, number, bool or None, not "
+                f"{type(value).__name__}"
+            )
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidInput(f"filter value of {key!r} must not hold a NUL character")
+        pairs.append((key, value))
+    return tuple(sorted(pairs))

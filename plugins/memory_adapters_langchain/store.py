@@ -152,7 +152,8 @@ from memory_adapters.facts import (
     Fact,
     Facts,
     embed_plan,
-    search_text,
+    embed_text,
+    index_text,
     supports_vectors,
     write_fact,
 )
@@ -723,7 +724,7 @@ class MemoryStore(BaseStore):
         embedder = self.memory.embedder
         if embedder is None or not supports_vectors(self.memory.store):
             return {}
-        texts = [search_text(p.key, p.value) for p in puts]
+        texts = [embed_text(p.key, p.value) for p in puts]
         found = yield from embed_plan(self.memory, texts, "document")
         if isinstance(found, EmbedderFailed):
             warnings.warn(
@@ -753,7 +754,7 @@ class MemoryStore(BaseStore):
                 self.memory,
                 where.hook_scope,
                 (self.namespace, where.scope, key, dumps(value, "value", MAX_VALUE_BYTES)),
-                text=search_text(key, value),
+                text=index_text(key, value),
                 importance=importance,
                 expires_at=None if ttl is None else time.time() + ttl,
                 expected_version=expected_version,

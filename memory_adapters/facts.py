@@ -32,6 +32,8 @@ from .errors import (
     Unsupported,
 )
 from .operations import APPLICATION, FactChange, Writer
+from .ranking import MAX_QUERY_TERMS as MAX_QUERY_TERMS  # re-exported: the search limits
+from .ranking import MAX_TERM_LENGTH as MAX_TERM_LENGTH
 from .ranking import (
     SEMANTIC_DEPTH,
     TermMatches,
@@ -41,6 +43,7 @@ from .ranking import (
     index_terms,
     query_terms,
 )
+from .ranking import STOP_WORDS as STOP_WORDS
 from .steps import EmbedCall, Plan, StoreCall, drive_async, drive_sync
 from .tracing import traced
 from .validation import (

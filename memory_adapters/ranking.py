@@ -191,10 +191,18 @@ SEMANTIC_DEPTH = 50
 depth, so that the first results of a search are the same at any ``limit``."""
 
 
+KEYWORD_SCALE = 6.0
+"""The BM25 score below which even a search's best keyword hit is a weak one: a hybrid search
+weighs a keyword score as its share of the best hit's score or of this, whichever is larger.
+(A word that most of a scope's facts hold, or a scope of a handful of facts, scores far below
+it, and does not push out what the meaning found; one rare word of the query scores about
+``ln(N)``, a few of them more.)"""
+
+
 def keyword_part(score: float, best: float) -> float:
-    """A keyword score as a hybrid search weighs it: its share of the best keyword score of
-    the search (1 for the best hit, 0 for a fact holding no term)."""
-    return score / best if best > 0.0 else 0.0
+    """A keyword score as a hybrid search weighs it, 0 to 1: its share of the search's best
+    keyword score, or of :data:`KEYWORD_SCALE` when the best is weaker than that."""
+    return score / max(best, KEYWORD_SCALE)
 
 
 def semantic_part(similarity: float | None) -> float:

@@ -462,7 +462,7 @@ class OperationsConformance:
         got = store.get_fact(NS, "user:u", "tea")
         assert got == fact
         assert store.fact_history(NS, "user:u", "tea") == history
-        assert [f.key for f in store.search_facts(NS, "user:u", ["oolong"])] == ["tea"]
+        assert [h.key for h in store.match_terms(NS, "user:u", ["oolong"]).hits] == ["tea"]
         if vectors:
             assert [
                 f.key for f in store.search_fact_vectors(NS, "user:u", [1.0, 0.0], model="m")

@@ -26,7 +26,7 @@ from memory_adapters.errors import (
     InvalidInput,
     NoEmbedder,
 )
-from memory_adapters.facts import Fact
+from memory_adapters.facts import Fact, embed_text
 from memory_adapters.store import Store
 
 from .embedders import ConceptEmbedder, FailingEmbedder
@@ -285,7 +285,7 @@ class SemanticConformance:
                 "favourite_tea"
             ]
             assert sorted(second_embedder.documents) == sorted(
-                [f"{k.replace('_', ' ')}\n{v}" for k, v in {**PROFILE, "music": "jazz"}.items()]
+                [embed_text(k, v) for k, v in {**PROFILE, "music": "jazz"}.items()]
             )
             assert _keys(second.facts.search("a nice melody", limit=1)) == ["music"]
             assert len(second_embedder.documents) == len(PROFILE) + 1

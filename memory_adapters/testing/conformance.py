@@ -52,7 +52,7 @@ from .hostile import (
     hostile_cases,
 )
 from .operations import OperationsConformance
-from .ranking import RankingConformance
+from .ranking import RankingConformance, RankingProperties
 from .semantic import SemanticConformance
 from .windows import WindowProperties
 
@@ -235,7 +235,11 @@ def check_log(records: list[Record], writers: int, batches: int, size: int) -> N
 
 
 class StoreConformance(
-    WindowProperties, SemanticConformance, OperationsConformance, RankingConformance
+    WindowProperties,
+    SemanticConformance,
+    OperationsConformance,
+    RankingConformance,
+    RankingProperties,
 ):
     """The suite. Subclass it and provide a ``store`` fixture yielding a fresh, empty store."""
 

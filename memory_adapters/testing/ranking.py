@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory_adapters import Memory
 from memory_adapters.embedders import WHOLE, Embedding, normalized
-from memory_adapters.facts import Fact, FactFilter, index_text
+from memory_adapters.facts import Fact, FactFilter, embed_text, index_text
 from memory_adapters.ranking import TermHit, TermMatches
 from memory_adapters.store import Store
+
+from .embedders import ConceptEmbedder
 
 NS = "rank"
 
@@ -219,3 +227,132 @@ class RankingConformance:
 
         matches, found = asyncio.run(go())
         assert set(hits(matches)) == {"k"} and [f.key for f in found] == ["k"]
+
+
+# -- one ranking on every store: a property over random scopes and queries -------------------------
+
+VOCABULARY = [
+    "tea",
+    "oolong",
+    "coffee",
+    "drink",
+    "city",
+    "lisbon",
+    "home",
+    "live",
+    "dog",
+    "parrot",
+    "pet",
+    "job",
+    "bank",
+    "work",
+    "music",
+    "jazz",
+    "song",
+    "food",
+    "peanuts",
+    "meal",
+    "morning",
+    "evening",
+    "friday",
+    "sister",
+    "brother",
+    "garden",
+    "book",
+    "train",
+    "holiday",
+    "Caroline's",
+    "researched",
+    "research",
+    "researching",
+    "adoption",
+    "agencies",
+    "the",
+    "a",
+    "my",
+    "and",
+]
+"""Words the random facts and queries are made of: some of them share concepts (for the
+embedder), stems ("researched", "research"), possessives and stop words."""
+
+_TEXT = st.lists(st.sampled_from(VOCABULARY), min_size=1, max_size=12).map(" ".join)
+_FACTS = st.lists(
+    st.tuples(
+        _TEXT,
+        st.sampled_from([0.0, 0.0, 0.5]),  # importance: ties are common
+        st.integers(0, 4),  # the update time, in whole seconds: ties are common
+        st.one_of(st.none(), st.fixed_dictionaries({"kind": st.sampled_from(["a", "b"])})),
+    ),
+    min_size=1,
+    max_size=25,
+)
+_QUERIES = st.lists(_TEXT, min_size=1, max_size=3)
+
+
+def _restore(store: Store, namespace: str, scope: str, facts: list[Any], model: str) -> None:
+    """Write ``facts`` exactly (times, versions, vectors), as an import does."""
+    embedder = ConceptEmbedder(model)
+    for i, (text, importance, at, metadata) in enumerate(facts):
+        key = f"f{i}"
+        vector = normalized(embedder.vector(embed_text(key, text)))
+        fact = Fact(key, text, 1, importance, 1e9, 1e9 + at, None, None, metadata)
+        store.restore_fact(
+            namespace, scope, fact, embedding=Embedding(model, len(vector), {WHOLE: vector})
+        )
+
+
+def _same(found: list[Fact], expected: list[Fact]) -> None:
+    assert [f.key for f in found] == [f.key for f in expected]
+    for got, want in zip(found, expected, strict=True):
+        assert got.score is not None and want.score is not None
+        assert math.isclose(got.score, want.score, rel_tol=1e-9, abs_tol=1e-9), (got, want)
+
+
+class RankingProperties:
+    """Every store ranks as the in-memory reference does, whatever else it holds: the same
+    keys in the same order with the same scores (to 1e-9), for keyword, semantic and hybrid
+    search, at every limit (a result is the first ``k`` of any longer one), with filters."""
+
+    @settings(
+        max_examples=30,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(facts=_FACTS, noise=_FACTS, queries=_QUERIES)
+    def test_every_store_ranks_as_the_reference_whatever_other_scopes_hold(
+        self, store: Store, facts: list[Any], noise: list[Any], queries: list[str]
+    ) -> None:
+        from memory_adapters_inmemory import InMemoryStore
+
+        model = "kit-concepts"
+        user = f"u-{uuid.uuid4().hex[:12]}"
+        reference = InMemoryStore()
+        namespace = "rank-prop"
+        scope = f"user:{user}"
+        _restore(store, namespace, scope, facts, model)
+        _restore(reference, namespace, scope, facts, model)
+        # other users, and the same user in another namespace, hold other facts with the same
+        # words: the reference holds none of them
+        _restore(store, namespace, f"user:{user}-other", noise, model)
+        _restore(store, namespace + "-other", scope, noise, model)
+        memories = [
+            Memory(store=s, load_entrypoints=False, embed=ConceptEmbedder(model))
+            for s in (store, reference)
+        ]
+        try:
+            for query in queries:
+                for mode in ("keyword", "semantic", "hybrid"):
+                    for where in ({}, {"filter": {"kind": "a"}}):
+                        found: list[list[Fact]] = []
+                        for memory in memories:
+                            with memory.session(user_id=user, namespace=namespace):
+                                longest = memory.facts.search(query, 30, mode=mode, **where)
+                                for k in (1, 3, 5):
+                                    short = memory.facts.search(query, k, mode=mode, **where)
+                                    _same(short, longest[:k])  # prefix-stable
+                                found.append(longest)
+                        _same(found[0], found[1])
+                        if mode == "semantic" and not where:  # every fact has a vector
+                            assert len(found[0]) == min(30, len(facts))
+        finally:
+            reference.close()

@@ -13,6 +13,7 @@ import json
 import math
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, ToolArgumentError
@@ -49,6 +50,23 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     }
 
 
+SEARCH_BY_MEANING = "Search saved facts by meaning and by words"
+SEARCH_BY_WORDS = "Search saved facts by their words"
+_SEARCH_TAIL = (
+    "; returns the most relevant ones (best first, with a relevance score and when each was "
+    "last updated), or none when nothing saved is relevant."
+)
+
+TOOL_MIN_SCORE = 0.25
+"""The relevance floor of the ``search_memory`` tool when the memory searches by meaning
+(hybrid scores, 0 to 1): a fact scoring less is not shown to the model, so that a question
+about something never saved gets no facts rather than the least unrelated ones. Calibrated on
+``benchmarks/recall.py``'s conversations: it keeps recall@5 of questions about saved facts
+(0.80 either way) and answers most questions about anything else (general knowledge, other
+people) with nothing. Keyword search (no embedder) needs none: it finds only facts sharing a
+word with the question. Change it per memory with ``memory.tools.min_score``."""
+
+
 _KEY = {
     "type": "string",
     "description": "A short, stable name for the fact, e.g. 'favourite_tea'.",
@@ -82,7 +100,7 @@ MEMORY_TOOLS: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "search_memory",
-        "Search saved facts by meaning and by words; returns the most relevant ones.",
+        SEARCH_BY_MEANING + _SEARCH_TAIL,
         _schema(
             {
                 "query": {
@@ -115,18 +133,43 @@ TOOL_INSTRUCTIONS = (
 )
 
 
+def when(at: float) -> str:
+    """A time as the tools show it to a model: ISO 8601 in UTC, to the minute."""
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%MZ")
+
+
 def _fact_json(fact: Fact) -> dict[str, Any]:
-    return {"key": fact.key, "value": fact.value, "importance": fact.importance}
+    out: dict[str, Any] = {"key": fact.key, "value": fact.value, "importance": fact.importance}
+    if fact.updated_at:
+        out["updated"] = when(fact.updated_at)
+    if fact.score is not None:
+        out["score"] = round(fact.score, 3)
+    return out
 
 
 class MemoryTools:
     """Executes the memory tools for the scope in force (set by the host, never the model)."""
 
-    specs: tuple[ToolSpec, ...] = MEMORY_TOOLS
     instructions: str = TOOL_INSTRUCTIONS
 
     def __init__(self, memory: Memory) -> None:
         self._memory = memory
+        self.min_score: float = TOOL_MIN_SCORE
+        """The ``search_memory`` tool's relevance floor when the memory searches by meaning
+        (:data:`TOOL_MIN_SCORE`); 0 shows the best facts whatever their score."""
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The tools as this memory offers them: :data:`MEMORY_TOOLS`, with a ``search_memory``
+        description that says whether it searches by meaning (an embedder is configured)."""
+        if self._memory.embedder is not None:
+            return MEMORY_TOOLS
+        return tuple(
+            ToolSpec(s.name, SEARCH_BY_WORDS + _SEARCH_TAIL, s.parameters)
+            if s.name == "search_memory"
+            else s
+            for s in MEMORY_TOOLS
+        )
 
     def _facts(self, scope: Scope | None) -> Facts:
         from .facts import Facts
@@ -242,7 +285,10 @@ class MemoryTools:
                 got = yield from facts._get(args["key"])
                 return json.dumps(_fact_json(got) if got else {"found": False, "key": args["key"]})
             if name == "search_memory":
-                found = yield from facts._search(args["query"], int(args.get("limit", 5)))
+                floor = self.min_score if self._memory.embedder is not None else None
+                found = yield from facts._search(
+                    args["query"], int(args.get("limit", 5)), min_score=floor or None
+                )
                 return json.dumps([_fact_json(f) for f in found], ensure_ascii=False)
             if name == "list_memories":
                 listed = yield from facts._list(int(args.get("limit", 20)))

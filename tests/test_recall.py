@@ -310,9 +310,8 @@ def test_a_langchain_agent_finds_a_fact_by_meaning() -> None:
 
 
 def test_a_word_in_common_does_not_push_out_what_the_meaning_found() -> None:
-    """Hybrid search fuses only the keyword hits holding every word of the question: notes
-    that share one word with it ("make") are noise, and would tie with the fact the meaning
-    found at the top."""
+    """A word most of the scope's facts hold ("make") is a weak keyword hit: weighed against
+    KEYWORD_SCALE, not against the best hit, it does not push out what the meaning found."""
     memory = Memory("memory://", embed=ConceptEmbedder())
     with memory.session(user_id="u"):
         memory.facts.put("favourite_tea", "oolong")
@@ -322,3 +321,95 @@ def test_a_word_in_common_does_not_push_out_what_the_meaning_found() -> None:
         assert _keys(memory.facts.search(question, limit=1)) == ["favourite_tea"]
         assert _keys(memory.facts.search(question, limit=1, mode="keyword"))[0].startswith("chore")
         assert _keys(memory.facts.search("make bed number 3", limit=1)) == ["chore_3"]
+
+
+# -- what the tools show the model: dates, scores, nothing rather than noise ----------------------
+
+UNRELATED = "What is the capital of Australia?"
+PERSONAL = {
+    "favourite_tea": "I drink oolong every morning",
+    "dog_name": "My dog is called Rex",
+    "employer": "I work at Acme Bank as a software engineer",
+    "allergy": "I am allergic to peanuts",
+    "hobby": "I play tennis on Saturdays",
+}
+
+
+def _tool_results(results: list[Any]) -> list[list[dict[str, Any]]]:
+    return [json.loads(str(r)) for r in results]
+
+
+def test_a_pydantic_ai_agent_sees_dates_and_gets_nothing_for_an_unrelated_question() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    seen: list[Any] = []
+
+    def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
+        returns = [p for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+        if returns:
+            seen.append(returns[0].content)
+            return ModelResponse(parts=[TextPart("done")])
+        prompt = messages[-1].parts[-1].content
+        return ModelResponse(parts=[ToolCallPart("search_memory", {"query": prompt}, "c1")])
+
+    memory = Memory("memory://")  # the embeddings extra: a real offline model
+    assert memory.embedder is not None
+    with memory.session(user_id="alice"):
+        for key, value in PERSONAL.items():
+            memory.facts.put(key, value)
+    agent = memory.wrap(Agent(FunctionModel(model)))
+    with memory.session(user_id="alice", conversation_id="c"):
+        agent.run_sync("What do I drink in the morning?")
+        agent.run_sync(UNRELATED)
+    related, unrelated = _tool_results(seen)
+    assert related[0]["key"] == "favourite_tea"
+    assert related[0]["updated"].endswith("Z") and 0 < related[0]["score"] <= 1
+    assert unrelated == []
+    with memory.session(user_id="alice"):  # the floor is the tool's: the API still answers
+        assert memory.facts.search(UNRELATED) != []
+        assert memory.facts.search(UNRELATED, min_score=memory.tools.min_score) == []
+
+
+def test_a_langchain_agent_sees_dates_and_gets_nothing_for_an_unrelated_question() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.runnables import RunnableConfig
+
+    from memory_adapters.langchain import MemoryMiddleware
+    from memory_adapters.testing.langchain import ScriptedChatModel
+
+    memory = Memory("memory://")
+    with memory.session(user_id="alice"):
+        for key, value in PERSONAL.items():
+            memory.facts.put(key, value)
+
+    def search(query: str, call: str) -> AIMessage:
+        return AIMessage(
+            "", tool_calls=[{"name": "search_memory", "args": {"query": query}, "id": call}]
+        )
+
+    model = ScriptedChatModel(
+        [search("my dog's name", "s1"), AIMessage("Rex."), search(UNRELATED, "s2"), AIMessage("?")]
+    )
+    agent = create_agent(model, middleware=[MemoryMiddleware(memory)])
+    config: RunnableConfig = {"configurable": {"thread_id": "t1", "user_id": "alice"}}
+    seen: list[Any] = []
+    for question in ("What is my dog called?", UNRELATED):
+        out = agent.invoke({"messages": [{"role": "user", "content": question}]}, config)
+        seen.append([m for m in out["messages"] if isinstance(m, ToolMessage)][-1].content)
+    related, unrelated = _tool_results(seen)
+    assert related[0]["key"] == "dog_name" and related[0]["updated"].endswith("Z")
+    assert unrelated == []
+
+
+def test_the_search_tool_says_what_the_memory_can_do() -> None:
+    with_meaning = Memory("memory://", embed=ConceptEmbedder())
+    words_only = Memory("memory://", embed=False)
+
+    def description(memory: Memory) -> str:
+        return next(s.description for s in memory.tools.specs if s.name == "search_memory")
+
+    assert "by meaning" in description(with_meaning)
+    assert "meaning" not in description(words_only) and "words" in description(words_only)

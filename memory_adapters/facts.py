@@ -37,10 +37,12 @@ from .ranking import MAX_TERM_LENGTH as MAX_TERM_LENGTH
 from .ranking import (
     SEMANTIC_DEPTH,
     TermMatches,
+    band_floor,
     bm25,
     fuse,
     fused,
     index_terms,
+    order_key,
     query_terms,
 )
 from .ranking import STOP_WORDS as STOP_WORDS
@@ -483,7 +485,7 @@ class Facts:
         elif mode == "hybrid" and vector is not None:
             results = yield from self._hybrid(vector, keyword, ties, limit, filtered)
         else:  # keyword, or a hybrid search whose embedder failed
-            best = sorted(keyword, key=lambda k: (-keyword[k], -ties[k][0], -ties[k][1], k))
+            best = sorted(keyword, key=lambda k: order_key(keyword[k], *ties[k], k))
             results = yield from self._facts_of(best[:limit], keyword)
         if min_score is not None:
             results = [f for f in results if f.score is not None and f.score >= min_score]
@@ -533,33 +535,37 @@ class Facts:
         keyword hit, and the similarity of each keyword hit outside the nearest that could
         still be among the best (a fact outside both is below every one of the nearest)."""
         depth = max(SEMANTIC_DEPTH, limit)
-        nearest = yield from self._nearest(vector, depth, filtered)
-        found = {f.key: f for f in nearest}
-        similarity: dict[str, float | None] = {f.key: f.score for f in nearest}
-        scores = fuse(keyword, similarity)
-        best = max(keyword.values(), default=0.0)
-        others = [k for k in keyword if k not in found]
-        if others:
+        while True:
+            nearest = yield from self._nearest(vector, depth, filtered)
+            found = {f.key: f for f in nearest}
+            similarity: dict[str, float | None] = {f.key: f.score for f in nearest}
+            scores = fuse(keyword, similarity)
+            ranked = sorted(scores.values(), reverse=True)
+            # results are ordered by band (ranking.order_key): whatever may fall in the band of
+            # the limit-th best score may be among the results
+            threshold = band_floor(ranked[limit - 1]) if len(ranked) >= limit else -math.inf
             # every fact outside the nearest is at most as similar as the last of them
             bound = nearest[-1].score if len(nearest) == depth else None
-            ranked = sorted(scores.values(), reverse=True)
-            threshold = ranked[limit - 1] if len(ranked) >= limit else -math.inf
-            maybe = [k for k in others if fused(keyword[k], best, bound) >= threshold]
-            if bound is not None and maybe:
-                more = yield from self._nearest(vector, len(maybe), filtered, keys=maybe)
-                for fact in more:
-                    found[fact.key] = fact
-                    similarity[fact.key] = fact.score
-            for key in maybe:
-                scores[key] = fused(keyword[key], best, similarity.get(key))
-        missing = [k for k in scores if k not in found]
+            if bound is None or fused(0.0, 1.0, bound) < threshold:
+                break
+            depth *= 4  # a fact near none of the words may still be in that band: read more
+        best = max(keyword.values(), default=0.0)
+        maybe = [
+            k for k in keyword if k not in found and fused(keyword[k], best, bound) >= threshold
+        ]
+        if bound is not None and maybe:
+            for fact in (yield from self._nearest(vector, len(maybe), filtered, keys=maybe)):
+                found[fact.key] = fact
+                similarity[fact.key] = fact.score
+        for key in maybe:
+            scores[key] = fused(keyword[key], best, similarity.get(key))
 
-        def order(key: str) -> tuple[float, float, float, str]:
+        def order(key: str) -> tuple[Any, ...]:
             fact = found.get(key)
             importance, updated = (
                 (fact.importance, fact.updated_at) if fact is not None else ties[key]
             )
-            return (-scores[key], -importance, -updated, key)
+            return order_key(scores[key], importance, updated, key)
 
         chosen = sorted(scores, key=order)[:limit]
         missing = [k for k in chosen if k not in found]

@@ -25,6 +25,7 @@ import threading
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 ANALYZER = "snowball-english-1"
 """The name of the analyzer below. A store that keeps terms keeps them in this analyzer's
@@ -224,3 +225,29 @@ def fuse(keyword: dict[str, float], semantic: dict[str, float | None]) -> dict[s
     ``None`` when the fact has no vector), given every keyword hit's score (``keyword``)."""
     best = max(keyword.values(), default=0.0)
     return {key: fused(keyword.get(key, 0.0), best, sim) for key, sim in semantic.items()}
+
+
+# -- order -------------------------------------------------------------------------------------
+
+CLOSE = 0.01
+"""Scores within about this share of each other are close: among close scores, the more
+important, then the more recently updated fact comes first (keyword and hybrid search)."""
+
+_LOG_CLOSE = math.log1p(CLOSE)
+
+
+def band(score: float) -> int:
+    """The band of ``score`` (positive): scores in one band are close. Bands are fixed
+    (powers of ``1 + CLOSE``), so a fact's band depends only on its own score."""
+    return math.floor(math.log(score) / _LOG_CLOSE) if score > 0.0 else -(10**9)
+
+
+def band_floor(score: float) -> float:
+    """The lowest score of ``score``'s band."""
+    return math.exp(band(score) * _LOG_CLOSE) if score > 0.0 else -math.inf
+
+
+def order_key(score: float, importance: float, updated_at: float, key: str) -> tuple[Any, ...]:
+    """How results are ordered: by band of score, then the more important, the newer, the
+    higher score, and key order."""
+    return (-band(score), -importance, -updated_at, -score, key)

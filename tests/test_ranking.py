@@ -72,3 +72,61 @@ def test_the_hybrid_score_weighs_weak_keyword_hits_less() -> None:
     weak = KEYWORD_SCALE / 10
     assert math.isclose(fused(weak, weak, 0.0), KEYWORD_WEIGHT / 10)
     assert fused(1.0, 1.0, None) == fused(1.0, 1.0, 0.0) == fused(1.0, 1.0, -0.5)
+
+
+def test_among_close_scores_newer_facts_come_first() -> None:
+    from memory_adapters.ranking import order_key
+
+    old, new = order_key(0.503, 0.0, 100.0, "old"), order_key(0.500, 0.0, 200.0, "new")
+    assert sorted([old, new])[0] == new  # within about 1%: the newer first
+    far = order_key(0.600, 0.0, 100.0, "old")
+    assert sorted([far, new])[0] == far  # far apart: the better first
+    important = order_key(0.500, 1.0, 50.0, "important")
+    assert sorted([important, new])[0] == important
+
+
+def test_search_filters_metadata_dates_and_a_floor() -> None:
+    import datetime
+    import time
+
+    import pytest
+
+    from memory_adapters import Memory
+    from memory_adapters.errors import InvalidInput, InvalidValue
+
+    memory = Memory("memory://", embed=False)
+    with memory.session(user_id="alice"):
+        memory.facts.put("trip", "a trip to Seville", metadata={"source": "chat", "turn": 3})
+        cut = time.time()
+        time.sleep(0.01)
+        memory.facts.put("trip_plan", "planning the Seville trip", metadata={"source": "email"})
+        facts = memory.facts
+        assert facts.get("trip") is not None and facts.get("trip").metadata == {  # type: ignore[union-attr]
+            "source": "chat",
+            "turn": 3,
+        }
+        assert [f.key for f in facts.search("Seville trip", filter={"source": "chat"})] == ["trip"]
+        assert [f.key for f in facts.search("Seville", filter={"turn": 3.0})] == ["trip"]
+        assert facts.search("Seville", filter={"source": "chat", "turn": 4}) == []
+        assert facts.search("chat email") == []  # metadata is never searched
+        assert [f.key for f in facts.search("Seville", since=cut)] == ["trip_plan"]
+        assert [f.key for f in facts.search("Seville", until=cut)] == ["trip"]
+        aware = datetime.datetime.fromtimestamp(cut, datetime.UTC)
+        assert [f.key for f in facts.search("Seville", since=aware)] == ["trip_plan"]
+        scores = [f.score for f in facts.search("Seville")]
+        assert all(s is not None for s in scores)
+        top = max(s for s in scores if s is not None)
+        assert len(facts.search("Seville", min_score=top)) == 1
+        with pytest.raises(InvalidInput, match="aware"):
+            facts.search("x", since=datetime.datetime(2025, 1, 1))
+        with pytest.raises(InvalidInput, match="filter key"):
+            facts.search("x", filter={"a.b": 1})
+        with pytest.raises(InvalidInput, match="str, number, bool or None"):
+            facts.search("x", filter={"a": [1]})
+        with pytest.raises(InvalidInput, match="min_score"):
+            facts.search("x", min_score=float("nan"))
+        with pytest.raises(InvalidValue, match="metadata must be a dict"):
+            facts.put("k", "v", metadata=["x"])  # type: ignore[arg-type]
+        with pytest.raises(InvalidValue, match="NUL"):
+            facts.put("k", "v", metadata={"a": "x\x00y"})
+        assert facts.get("k") is None  # nothing stored

@@ -46,8 +46,8 @@ store's async methods, never blocking the event loop); the library's hooks
 **Search.** ``namespace_prefix`` is turned into one or two scope prefixes (two when it
 covers both user scopes and ``"lg:"`` scopes: a prefix of ``user_namespace``), listed with
 :meth:`Store.list_fact_scopes <memory_adapters.store.Store.list_fact_scopes>`; then each
-matching scope is read: all its facts without ``query``, the store's keyword search
-(PostgreSQL ``tsvector``, SQLite FTS5, MongoDB ``$text``) with ``query`` and no index, or
+matching scope is read: all its facts without ``query``, the core's keyword search (BM25
+over the scope, alike on every store) with ``query`` and no index, or
 its vectors with an index; either sets ``score``. ``filter`` is applied as LangGraph's
 ``InMemoryStore`` applies it (exact matches, nested dicts, lists, ``$eq``, ``$ne``, ``$gt``,
 ``$gte``, ``$lt``, ``$lte``; a comparison with a missing or non-numeric field is false

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import math
 import multiprocessing
 import os
@@ -24,7 +25,9 @@ from stores import in_forked_child
 from memory_adapters import InvalidId, Memory, Message, StoreUnavailable
 from memory_adapters.embedders import Embedding, normalized
 from memory_adapters.errors import InvalidInput, StoreNotReady
+from memory_adapters.facts import Fact, FactFilter, index_text
 from memory_adapters.messages import Entry
+from memory_adapters.operations import user_keys, working_namespace_of
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance, windows
 from memory_adapters.testing.conformance import _append_worker, check_log
@@ -146,7 +149,10 @@ def test_native_async_pool_round_trip(postgres_url: str) -> None:
                     *(memory.conversation.aappend([Message.user(f"m{i}")]) for i in range(20))
                 )
                 await memory.facts.aput("tea", "oolong")
-                assert [f.key for f in await memory.facts.asearch("oolong")] == ["tea"]
+                ns = memory.facts.namespace
+                (scope,) = await store.alist_fact_scopes(ns, "")
+                found = await store.amatch_terms(ns, scope, ["oolong"])
+                assert [h.key for h in found.hits] == ["tea"] and found.documents == 1
                 return [m.text for m in await memory.conversation.amessages()]
         finally:
             await apool.close()
@@ -448,10 +454,10 @@ def _bulk(url: str, schema: str, scope: str, count: int, dims: int, seed: int) -
     with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
         with conn.cursor().copy(
             f'COPY "{schema}".facts (namespace, scope, key, data, version, importance, '
-            "created_at, updated_at, search, embed_model) FROM STDIN"
+            "created_at, updated_at, length, embed_model) FROM STDIN"
         ) as copy:
             for i in range(count):
-                copy.write_row(("ns", scope, f"{scope}{i:06d}", "1", 1, 0.0, now, now, "", "m"))
+                copy.write_row(("ns", scope, f"{scope}{i:06d}", "1", 1, 0.0, now, now, 0, "m"))
         with conn.cursor().copy(
             f'COPY "{schema}".fact_vectors (namespace, scope, key, field, model, dims, '
             "embedding) FROM STDIN"
@@ -466,7 +472,8 @@ def _path(store: PostgresStore, scope: str, query: list[float], limit: int) -> l
     with store.pool.connection() as conn:
         rows = conn.execute(
             store.q(
-                "SELECT path FROM {s}.vector_search(%s, %s, %s, %s::real[], %s, %s, %s, %s, %s)"
+                "SELECT path FROM {s}.vector_search(%s, %s, %s, %s::real[], %s, %s, %s, %s, %s, "
+                "%s::text[], %s::text[], %s::text[], %s, %s)"
             ),
             (
                 "ns",
@@ -478,6 +485,11 @@ def _path(store: PostgresStore, scope: str, query: list[float], limit: int) -> l
                 store.hnsw_min_vectors,
                 100,
                 store.pgvector_schema,
+                None,
+                [],
+                [],
+                None,
+                None,
             ),
         ).fetchall()
     return sorted({r[0] for r in rows})
@@ -700,7 +712,7 @@ def test_a_database_at_the_previous_schema_version_is_migrated(
             )
         store = PostgresStore(url, schema=schema)
         try:
-            assert store.check() == SCHEMA_VERSION == 5
+            assert store.check() == SCHEMA_VERSION == 6
             (old,) = store.facts_to_embed("ns", "s", "m")
             assert (old.key, old.value, old.version) == ("old", "tea", 3)
             assert store.set_fact_embedding(
@@ -709,7 +721,7 @@ def test_a_database_at_the_previous_schema_version_is_migrated(
             assert store.facts_to_embed("ns", "s", "m") == []
             (found,) = store.search_fact_vectors("ns", "s", [1.0, 0.0], model="m")
             assert found.key == "old" and found.version == 3
-            assert [f.key for f in store.search_facts("ns", "s", ["tea"])] == ["old"]
+            assert [h.key for h in store.match_terms("ns", "s", ["tea"]).hits] == ["old"]
         finally:
             store.close()
     finally:
@@ -799,3 +811,227 @@ def test_a_version_3_schema_upgrades_with_conversation_activity(postgres_url: st
             store.close()
     finally:
         _drop(postgres_url, schema)
+
+
+def _at_version(url: str, schema: str, version: int) -> None:
+    """A schema made by the release at ``version`` (its migrations), empty."""
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".schema_version (version integer NOT NULL)')
+        for number, statements in enumerate(MIGRATIONS[:version], 1):
+            for statement in statements:
+                conn.execute(statement.replace("{s}", f'"{schema}"'))
+            conn.execute(f'INSERT INTO "{schema}".schema_version VALUES ({number})')
+
+
+def test_a_version_5_schema_indexes_its_facts_terms_when_opened(postgres_url: str) -> None:
+    """Facts stored by the previous release (a tsvector, no postings): migration 6 drops the
+    tsvector, and the stores opening the database (two at once here) give every fact its
+    postings and length with the core's analyzer, once; match_terms then finds them as if
+    they had been put now."""
+    schema = _schema()
+    values = {
+        "tea": "I drink oolong tea, tea every morning",
+        "café": "Le café de Caroline's researched dishes",
+        "gone": "tea that expired",
+        "empty": "",
+    }
+    try:
+        _at_version(postgres_url, schema, 5)
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            for i, (key, value) in enumerate(values.items()):
+                conn.execute(
+                    f'INSERT INTO "{schema}".facts (namespace, scope, key, data, version, '
+                    "importance, created_at, updated_at, expires_at, search) VALUES "
+                    "('ns', 's', %s, %s, 2, 0.5, 1, %s, %s, to_tsvector('simple', %s))",
+                    (key, json.dumps(value), 10.0 + i, 1.0 if key == "gone" else None, value),
+                )
+            conn.execute(
+                f'INSERT INTO "{schema}".facts (namespace, scope, key, data, version, '
+                "importance, created_at, updated_at, search) VALUES "
+                "('ns', 'other', 'x', '\"tea\"', 1, 0, 1, 1, to_tsvector('simple', 'tea'))"
+            )
+        opened: list[PostgresStore] = []
+        errors: list[BaseException] = []
+
+        def open_one() -> None:
+            try:
+                opened.append(PostgresStore(postgres_url, schema=schema))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_one) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        store = opened[0]
+        try:
+            assert store.check() == SCHEMA_VERSION
+            matches = store.match_terms("ns", "s", ["tea", "cafe", "research", "zebra"])
+            live = [k for k in values if k != "gone"]
+            lengths = {k: len(index_text(k, values[k]).split()) for k in live}
+            assert matches.documents == 3 and matches.total_length == sum(lengths.values())
+            assert {h.key: (h.length, h.counts) for h in matches.hits} == {
+                "tea": (lengths["tea"], (3, 0, 0, 0)),
+                "café": (lengths["café"], (0, 2, 1, 0)),
+            }
+            assert {h.updated_at for h in matches.hits} == {10.0, 11.0}
+            assert [h.key for h in store.match_terms("ns", "other", ["tea"]).hits] == ["x"]
+            assert store._run(store._index_old_facts) == 0  # done once, not again
+            with store.pool.connection() as conn:
+                columns = conn.execute(
+                    "SELECT column_name::text FROM information_schema.columns "
+                    "WHERE table_schema = %s AND table_name = 'facts'",
+                    (schema,),
+                ).fetchall()
+            assert ("search",) not in columns
+            store.put_fact("ns", "s", "tea", '"coffee"', text=index_text("tea", "coffee"))
+            assert [h.key for h in store.match_terms("ns", "s", ["tea"]).hits] == ["tea"]
+            assert store.match_terms("ns", "s", ["oolong"]).hits == []
+        finally:
+            for s in opened:
+                s.close()
+    finally:
+        _drop(postgres_url, schema)
+
+
+def test_postings_follow_every_delete(postgres_url: str) -> None:
+    """delete_fact, prune, erase, retention and restore leave no posting of a fact behind."""
+    schema = _schema()
+    store = PostgresStore(postgres_url, schema=schema)
+
+    def postings() -> list[tuple[str, str]]:
+        with store.pool.connection() as conn:
+            rows = conn.execute(
+                f'SELECT scope, key FROM "{schema}".fact_terms GROUP BY 1, 2 ORDER BY 1, 2'
+            ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    try:
+        put = functools.partial(store.put_fact, text="tea oolong")
+        put("ns", "u1", "deleted", "1")
+        put("ns", "u1", "expired", "1", expires_at=time.time() + 0.2)
+        put("ns", "u1", "kept", "1")
+        put("ns", "u2", "erased", "1")  # a user scope of u2 in namespace ns
+        store.append("ns:u3:c", _entries("hi"))
+        store.delete_fact("ns", "u1", "deleted")
+        time.sleep(0.25)
+        assert store.prune() == 1
+        keys = user_keys("ns", "u2")
+        store.put_fact(keys.working_namespace, "ns:u2:c", "w", "1", text="tea")
+        store.put_fact("ns", keys.user_scope, "mine", "1", text="tea")
+        store.erase("ns", "u2")
+        wns = working_namespace_of("ns:u3:c")
+        store.put_fact(wns, "ns:u3:c", "wm", "1", text="tea")
+        assert store.delete_idle_conversations("ns:", time.time() + 1) == 1
+        assert ("ns:u3:c", "wm") not in postings()
+        restored = Fact("kept", 1, 5, 0.0, 1.0, 2.0)
+        assert store.restore_fact("ns", "u1", restored)
+        assert store.match_terms("ns", "u1", ["oolong"]).hits == []
+        assert [h.key for h in store.match_terms("ns", "u1", ["kept"]).hits] == ["kept"]
+        left = postings()
+        assert ("u1", "kept") in left
+        assert all(k not in ("deleted", "expired", "w", "mine", "wm") for _, k in left)
+    finally:
+        store.close()
+        _drop(postgres_url, schema)
+
+
+def test_keyword_candidates_come_from_the_scopes_posting_lists(postgres_url: str) -> None:
+    """match_terms reads the searched scope's posting lists (the primary key of fact_terms),
+    never every fact of the scope nor another scope's postings."""
+    schema = _schema()
+    store = PostgresStore(postgres_url, schema=schema)
+    try:
+        for i in range(300):
+            store.put_fact("ns", f"s{i % 3}", f"k{i}", "1", text=f"common w{i}")
+        with store.pool.connection() as conn:
+            conn.execute(f'ANALYZE "{schema}".facts, "{schema}".fact_terms')
+            conn.execute("SET enable_seqscan = off")  # as on a large table
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(
+                    store.q(
+                        "EXPLAIN SELECT t.key, t.tf FROM unnest(%s::text[]) AS u(term) "
+                        "JOIN {s}.fact_terms t ON t.namespace = 'ns' AND t.scope = 's1' "
+                        "AND t.term = u.term"
+                    ),
+                    (["w4"],),
+                )
+            )
+        assert "fact_terms_pkey" in plan
+        found = store.match_terms("ns", "s1", ["w4", "common"])
+        assert found.documents == 100
+        assert {h.key: h.counts for h in found.hits if h.key == "k4"} == {"k4": (1, 1)}
+        assert len(found.hits) == 100
+    finally:
+        store.close()
+        _drop(postgres_url, schema)
+
+
+def test_metadata_filters_compare_as_json(postgres_url: str) -> None:
+    """Numbers by value (1, 1.0 and 1e0 alike), big and tiny floats exactly, a key absent
+    never equal to null; metadata comes back exactly as given."""
+    schema = _schema()
+    store = PostgresStore(postgres_url, schema=schema)
+    try:
+        metas = {
+            "a": '{"n": 1e0, "big": 1e300, "tiny": 1.5e-7}',
+            "b": '{"n": 2, "big": 1e300}',
+            "c": "{}",
+        }
+        for key, meta in metas.items():
+            store.put_fact("ns", "s", key, "1", text="tea", metadata=meta)
+        got = store.get_fact("ns", "s", "a")
+        assert got is not None and got.metadata == {"n": 1.0, "big": 1e300, "tiny": 1.5e-7}
+        assert isinstance(got.metadata["big"], float)
+
+        def found(*pairs: tuple[str, Any]) -> set[str]:
+            where = FactFilter(tuple(pairs))
+            return {h.key for h in store.match_terms("ns", "s", ["tea"], where=where).hits}
+
+        assert found(("n", 1)) == {"a"}
+        assert found(("big", 1e300)) == {"a", "b"}
+        assert found(("tiny", 1.5e-7)) == {"a"}
+        assert found(("n", None)) == set()
+        assert found(("missing", None)) == set()
+    finally:
+        store.close()
+        _drop(postgres_url, schema)
+
+
+def test_vector_search_within_keys_and_filters_through_hnsw(
+    pgvector_url: str, pgvector_schema: str
+) -> None:
+    """With HNSW (hnsw_min_vectors=0), a filter is applied before the limit, on the index's
+    answers, falling back to the exact search when too few pass; keys search exactly."""
+    store = PostgresStore(pgvector_url, schema=pgvector_schema, hnsw_min_vectors=0)
+    try:
+        vectors = {"a": [1.0, 0.0], "b": [0.9, 0.1], "c": [0.5, 0.5], "d": [0.0, 1.0]}
+        for key, vector in vectors.items():
+            store.put_fact(
+                "ns",
+                "s",
+                key,
+                "1",
+                text="",
+                embedding=Embedding("m", 2, {"$": normalized(vector)}),
+                metadata='{"kind": "note"}' if key in "ac" else None,
+            )
+        q = [1.0, 0.0]
+
+        def keys(**kw: Any) -> list[str]:
+            return [f.key for f in store.search_fact_vectors("ns", "s", q, model="m", **kw)]
+
+        note = FactFilter((("kind", "note"),))
+        assert _path(store, "s", q, 2) == ["hnsw"]
+        assert keys(limit=1, where=note) == ["a"]
+        assert keys(limit=10, where=note) == ["a", "c"]
+        assert keys(limit=1, keys=["c", "d"]) == ["c"]
+        assert keys(limit=10, keys=["b", "c"], where=note) == ["c"]
+        (top,) = store.search_fact_vectors("ns", "s", q, model="m", limit=1, where=note)
+        assert top.metadata == {"kind": "note"}
+    finally:
+        store.close()

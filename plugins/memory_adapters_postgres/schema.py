@@ -472,6 +472,129 @@ MIGRATIONS: list[list[str]] = [
         END
         $fn$""",
     ],
+    [
+        # One ranking in the core: the store finds keyword candidates and counts statistics,
+        # and memory_adapters.ranking scores them (BM25). The tsvector and its GIN index go;
+        # each fact's terms (the core's analyzer) are postings of fact_terms, one row per
+        # (namespace, scope, term, key) with the term's count, so a search reads the scope's
+        # own posting lists. facts.length: the fact's number of terms (NULL: a fact stored
+        # before this migration, indexed by the store in Python when it opens). Postings go
+        # with their fact (the foreign key; the index by key serves its cascade and the
+        # rewrite of a fact's postings); each records the fact's version it was written with.
+        "DROP INDEX {s}.facts_search",
+        "ALTER TABLE {s}.facts DROP COLUMN search, ADD COLUMN length integer, "
+        "ADD COLUMN metadata json",
+        # The scope's statistics (count and total length of its unexpired facts) are an
+        # index-only scan of this index, which also serves the skip scan of scopes.
+        "DROP INDEX {s}.facts_by_scope",
+        'CREATE INDEX facts_by_scope ON {s}.facts (namespace, scope COLLATE "C") '
+        "INCLUDE (length, expires_at)",
+        "CREATE INDEX facts_unindexed ON {s}.facts (namespace, scope, key) WHERE length IS NULL",
+        """CREATE TABLE {s}.fact_terms (
+            namespace text NOT NULL,
+            scope text NOT NULL,
+            term text NOT NULL,
+            key text NOT NULL,
+            tf integer NOT NULL,
+            version bigint NOT NULL,
+            PRIMARY KEY (namespace, scope, term, key),
+            FOREIGN KEY (namespace, scope, key) REFERENCES {s}.facts (namespace, scope, key)
+                ON DELETE CASCADE
+        )""",
+        "CREATE INDEX fact_terms_by_key ON {s}.fact_terms (namespace, scope, key)",
+        # Vector search within given keys and filters (applied before the limit), returning
+        # the fact's metadata: a new signature, so the old function is dropped. p_keys NULL:
+        # any key. A filter: each metadata key p_fk[i] present with a value equal (as jsonb)
+        # to p_fv[i], and p_since <= updated_at < p_until. With keys the search is exact on
+        # them (the primary key); with a filter the HNSW path keeps the passing facts and
+        # falls back to the exact comparison when that leaves fewer than p_limit.
+        "DROP FUNCTION {s}.vector_search(text, text, text, real[], integer, double precision, "
+        "integer, integer, text)",
+        """CREATE FUNCTION {s}.vector_search(
+            p_ns text, p_scope text, p_model text, p_query real[], p_limit integer,
+            p_now double precision, p_exact_below integer, p_ef integer, p_vs text,
+            p_keys text[], p_fk text[], p_fv text[], p_since double precision,
+            p_until double precision
+        ) RETURNS TABLE (key text, data text, version bigint, importance double precision,
+                         created_at double precision, updated_at double precision,
+                         expires_at double precision, metadata text, score double precision,
+                         path text)
+        LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_dims integer := cardinality(p_query);
+            v_n bigint;
+            v_keys text[];
+            v_sims double precision[];
+            v_live bigint;
+        BEGIN
+            IF p_keys IS NULL THEN
+                SELECT count(*) INTO v_n FROM (SELECT 1 FROM {s}.fact_vectors v
+                    WHERE v.namespace = p_ns AND v.scope = p_scope AND v.model = p_model
+                    AND v.dims = v_dims LIMIT p_exact_below + 1) c;
+                IF v_n = 0 THEN
+                    RETURN;
+                END IF;
+            ELSE
+                v_n := 0;
+            END IF;
+            IF v_n > p_exact_below
+               AND to_regclass('{s}.fact_vectors_hnsw_' || v_dims) IS NOT NULL THEN
+                PERFORM set_config('hnsw.ef_search', p_ef::text, true);
+                EXECUTE format(
+                    'SELECT array_agg(g.key ORDER BY g.sim DESC), array_agg(g.sim ORDER BY '
+                    'g.sim DESC) FROM (SELECT c.key, max(c.sim) AS sim FROM (SELECT v.key, '
+                    '1 - (v.embedding::%1$I.vector(%2$s) OPERATOR(%1$I.<=>) '
+                    '$4::%1$I.vector(%2$s)) AS sim FROM {s}.fact_vectors v '
+                    'WHERE v.dims = %2$s AND v.namespace = $1 AND v.scope = $2 '
+                    'AND v.model = $3 ORDER BY v.embedding::%1$I.vector(%2$s) '
+                    'OPERATOR(%1$I.<=>) $4::%1$I.vector(%2$s) LIMIT $5) c GROUP BY c.key) g',
+                    p_vs, v_dims)
+                    INTO v_keys, v_sims USING p_ns, p_scope, p_model, p_query, p_ef;
+                SELECT count(*) INTO v_live FROM unnest(v_keys) AS u(k)
+                    JOIN {s}.facts f ON f.namespace = p_ns AND f.scope = p_scope AND f.key = u.k
+                        AND f.embed_model = p_model
+                    WHERE (f.expires_at IS NULL OR f.expires_at > p_now)
+                    AND (p_since IS NULL OR f.updated_at >= p_since)
+                    AND (p_until IS NULL OR f.updated_at < p_until)
+                    AND NOT EXISTS (SELECT 1 FROM unnest(p_fk, p_fv) AS m(k, v)
+                        WHERE (f.metadata -> m.k)::jsonb IS DISTINCT FROM m.v::jsonb);
+                IF v_live >= p_limit THEN
+                    RETURN QUERY SELECT f.key, f.data, f.version, f.importance, f.created_at,
+                        f.updated_at, f.expires_at, f.metadata::text, u.sim, 'hnsw'::text
+                        FROM unnest(v_keys, v_sims) AS u(k, sim)
+                        JOIN {s}.facts f ON f.namespace = p_ns AND f.scope = p_scope
+                            AND f.key = u.k AND f.embed_model = p_model
+                        WHERE (f.expires_at IS NULL OR f.expires_at > p_now)
+                        AND (p_since IS NULL OR f.updated_at >= p_since)
+                        AND (p_until IS NULL OR f.updated_at < p_until)
+                        AND NOT EXISTS (SELECT 1 FROM unnest(p_fk, p_fv) AS m(k, v)
+                            WHERE (f.metadata -> m.k)::jsonb IS DISTINCT FROM m.v::jsonb)
+                        ORDER BY u.sim DESC, f.importance DESC, f.updated_at DESC,
+                            f.key COLLATE "C"
+                        LIMIT p_limit;
+                    RETURN;
+                END IF;
+            END IF;
+            RETURN QUERY EXECUTE format(
+                'SELECT f.key, f.data, f.version, f.importance, f.created_at, f.updated_at, '
+                'f.expires_at, f.metadata::text, g.sim, ''exact''::text FROM (SELECT v.key, '
+                'max(1 - (v.embedding::%1$I.vector OPERATOR(%1$I.<=>) $4::%1$I.vector)) AS sim '
+                'FROM {s}.fact_vectors v WHERE v.namespace = $1 AND v.scope = $2 '
+                'AND v.model = $3 AND v.dims = $7 AND ($8::text[] IS NULL OR v.key = ANY($8)) '
+                'GROUP BY v.key) g JOIN {s}.facts f '
+                'ON f.namespace = $1 AND f.scope = $2 AND f.key = g.key AND f.embed_model = $3 '
+                'WHERE (f.expires_at IS NULL OR f.expires_at > $6) '
+                'AND ($11::float8 IS NULL OR f.updated_at >= $11) '
+                'AND ($12::float8 IS NULL OR f.updated_at < $12) '
+                'AND NOT EXISTS (SELECT 1 FROM unnest($9::text[], $10::text[]) AS m(k, v) '
+                'WHERE (f.metadata -> m.k)::jsonb IS DISTINCT FROM m.v::jsonb) '
+                'ORDER BY g.sim DESC, f.importance DESC, f.updated_at DESC, '
+                'f.key COLLATE "C" LIMIT $5', p_vs)
+                USING p_ns, p_scope, p_model, p_query, p_limit, p_now, v_dims, p_keys,
+                    p_fk, p_fv, p_since, p_until;
+        END
+        $fn$""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from memory_adapters_sqlite import SQLiteStore
-from memory_adapters_sqlite.store import scopes_sql
+from memory_adapters_sqlite.facts import scopes_sql
 from stores import in_forked_child
 
 from memory_adapters import InvalidURL, Memory, Message, StoreUnavailable
@@ -30,12 +30,13 @@ TABLES = (
     "ma_facts",
     "ma_fact_vectors",
     "ma_fact_history",
+    "ma_fact_terms",
+    "ma_fact_stats",
 )
 
 
 def dump(store: SQLiteStore) -> dict[str, list[str]]:
-    """Every row of every table of the store (the conformance kit's ``store_dump``); the
-    full-text index through its own table (its shadow tables are FTS5's business)."""
+    """Every row of every table of the store (the conformance kit's ``store_dump``)."""
     out: dict[str, list[str]] = {}
     with store._connection() as db:
         names = {
@@ -45,9 +46,8 @@ def dump(store: SQLiteStore) -> dict[str, list[str]]:
             )
         }
         assert set(TABLES) <= names, "a table the dump does not know"
-        for table in (*TABLES, "ma_facts_fts"):
-            columns = "rowid, owner, text" if table == "ma_facts_fts" else "*"
-            rows = db.execute(f"SELECT {columns} FROM {table}").fetchall()
+        for table in TABLES:
+            rows = db.execute(f"SELECT * FROM {table}").fetchall()
             out[table] = sorted(repr(r) for r in rows)
     return out
 
@@ -280,7 +280,7 @@ def test_only_calls_that_did_nothing_when_locked_run_on_the_event_loop() -> None
     assert not _quick("read", ("c",), {})
     assert not _quick("tail", ("c",), {})
     assert not _quick("list_facts", ("ns", "s"), {})
-    assert not _quick("search_facts", ("ns", "s", "q"), {})
+    assert not _quick("match_terms", ("ns", "s", ["q"]), {})
     assert not _quick("erase", ("ns", "u"), {})
 
 
@@ -559,11 +559,11 @@ V1_SCHEMA_FACT = (
 
 
 def test_a_version_1_database_upgrades(tmp_path: Path) -> None:
-    from memory_adapters_sqlite.store import MIGRATIONS, SCHEMA_VERSION, _statements
+    from memory_adapters_sqlite.schema import MIGRATIONS, SCHEMA_VERSION, statements
 
     path = tmp_path / "v1.db"
     db = sqlite3.connect(path, isolation_level=None)
-    for statement in _statements(MIGRATIONS[0]):
+    for statement in statements(MIGRATIONS[0]):
         db.execute(statement)
     db.execute("PRAGMA user_version = 1")
     db.execute(V1_SCHEMA_FACT)
@@ -585,12 +585,12 @@ def test_a_version_1_database_upgrades(tmp_path: Path) -> None:
 def test_a_version_2_database_upgrades_with_conversation_activity(tmp_path: Path) -> None:
     """Opening a database of the previous release adds the operations columns: existing
     conversations take the times of their first and newest message, and are listed."""
-    from memory_adapters_sqlite.store import MIGRATIONS, SCHEMA_VERSION, _statements
+    from memory_adapters_sqlite.schema import MIGRATIONS, SCHEMA_VERSION, statements
 
     path = tmp_path / "v2.db"
     db = sqlite3.connect(path, isolation_level=None)
     for script in MIGRATIONS[:2]:
-        for statement in _statements(script):
+        for statement in statements(script):
             db.execute(statement)
     db.execute("PRAGMA user_version = 2")
     db.execute("INSERT INTO ma_conversations (key, last_seq, total_tokens) VALUES ('n:u:c', 2, 7)")

@@ -220,12 +220,14 @@ def scopes_sql(*, bounded: bool) -> str:
 
 MATCH_SQL = (
     "SELECT f.key, f.length, f.importance, f.updated_at, t.term, t.tf "
-    "FROM ma_fact_terms AS t JOIN ma_facts AS f ON f.id = t.fact_id "
+    "FROM ma_fact_terms AS t CROSS JOIN ma_facts AS f ON f.id = t.fact_id "
     "WHERE t.owner = ? AND t.term IN (SELECT value FROM json_each(?)) "
     "AND f.namespace = ? AND f.scope = ? AND (f.expires_at IS NULL OR f.expires_at > ?)"
 )
 """The postings of a scope for some terms (a JSON array), joined with their unexpired facts
-(parameters: the term owner, the terms, namespace, scope, now; then a filter's)."""
+(parameters: the term owner, the terms, namespace, scope, now; then a filter's). ``CROSS
+JOIN`` makes SQLite read the postings first, whatever its statistics say (with ``ANALYZE``
+statistics it may otherwise prefer reading every fact of the scope)."""
 
 STATS_SQL = (
     "SELECT coalesce((SELECT documents FROM ma_fact_stats WHERE namespace = :ns "

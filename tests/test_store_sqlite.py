@@ -8,13 +8,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from memory_adapters_sqlite import SQLiteStore
-from memory_adapters_sqlite.store import scopes_sql
+from memory_adapters_sqlite.facts import scopes_sql
 from stores import in_forked_child
 
 from memory_adapters import InvalidURL, Memory, Message, StoreUnavailable
@@ -30,12 +30,13 @@ TABLES = (
     "ma_facts",
     "ma_fact_vectors",
     "ma_fact_history",
+    "ma_fact_terms",
+    "ma_fact_stats",
 )
 
 
 def dump(store: SQLiteStore) -> dict[str, list[str]]:
-    """Every row of every table of the store (the conformance kit's ``store_dump``); the
-    full-text index through its own table (its shadow tables are FTS5's business)."""
+    """Every row of every table of the store (the conformance kit's ``store_dump``)."""
     out: dict[str, list[str]] = {}
     with store._connection() as db:
         names = {
@@ -45,9 +46,8 @@ def dump(store: SQLiteStore) -> dict[str, list[str]]:
             )
         }
         assert set(TABLES) <= names, "a table the dump does not know"
-        for table in (*TABLES, "ma_facts_fts"):
-            columns = "rowid, owner, text" if table == "ma_facts_fts" else "*"
-            rows = db.execute(f"SELECT {columns} FROM {table}").fetchall()
+        for table in TABLES:
+            rows = db.execute(f"SELECT * FROM {table}").fetchall()
             out[table] = sorted(repr(r) for r in rows)
     return out
 
@@ -280,7 +280,7 @@ def test_only_calls_that_did_nothing_when_locked_run_on_the_event_loop() -> None
     assert not _quick("read", ("c",), {})
     assert not _quick("tail", ("c",), {})
     assert not _quick("list_facts", ("ns", "s"), {})
-    assert not _quick("search_facts", ("ns", "s", "q"), {})
+    assert not _quick("match_terms", ("ns", "s", ["q"]), {})
     assert not _quick("erase", ("ns", "u"), {})
 
 
@@ -559,11 +559,11 @@ V1_SCHEMA_FACT = (
 
 
 def test_a_version_1_database_upgrades(tmp_path: Path) -> None:
-    from memory_adapters_sqlite.store import MIGRATIONS, SCHEMA_VERSION, _statements
+    from memory_adapters_sqlite.schema import MIGRATIONS, SCHEMA_VERSION, statements
 
     path = tmp_path / "v1.db"
     db = sqlite3.connect(path, isolation_level=None)
-    for statement in _statements(MIGRATIONS[0]):
+    for statement in statements(MIGRATIONS[0]):
         db.execute(statement)
     db.execute("PRAGMA user_version = 1")
     db.execute(V1_SCHEMA_FACT)
@@ -576,6 +576,7 @@ def test_a_version_1_database_upgrades(tmp_path: Path) -> None:
     assert [f.key for f in store.facts_to_embed("ns", "u", "m")] == ["old"]
     assert store.set_fact_embedding("ns", "u", "old", 3, _emb("m", **{"$": _unit(1, 0)}))
     assert _keys(store, _unit(1, 0)) == ["old"]
+    assert [h.key for h in store.match_terms("ns", "u", ["oolong"]).hits] == ["old"]
     assert store.delete_fact("ns", "u", "old")
     assert sqlite3.connect(path).execute("SELECT count(*) FROM ma_fact_vectors").fetchone() == (0,)
     store.close()
@@ -585,12 +586,12 @@ def test_a_version_1_database_upgrades(tmp_path: Path) -> None:
 def test_a_version_2_database_upgrades_with_conversation_activity(tmp_path: Path) -> None:
     """Opening a database of the previous release adds the operations columns: existing
     conversations take the times of their first and newest message, and are listed."""
-    from memory_adapters_sqlite.store import MIGRATIONS, SCHEMA_VERSION, _statements
+    from memory_adapters_sqlite.schema import MIGRATIONS, SCHEMA_VERSION, statements
 
     path = tmp_path / "v2.db"
     db = sqlite3.connect(path, isolation_level=None)
     for script in MIGRATIONS[:2]:
-        for statement in _statements(script):
+        for statement in statements(script):
             db.execute(statement)
     db.execute("PRAGMA user_version = 2")
     db.execute("INSERT INTO ma_conversations (key, last_seq, total_tokens) VALUES ('n:u:c', 2, 7)")
@@ -608,6 +609,238 @@ def test_a_version_2_database_upgrades_with_conversation_activity(tmp_path: Path
     assert (info.created_at, info.last_activity) == (100.0, 250.0)
     assert store.delete_idle_conversations("n:", 200.0) == 0
     assert store.delete_idle_conversations("n:", 300.0) == 1
+    store.close()
+
+
+def _v4_database(path: Path, facts: Sequence[tuple[str, str, str, Any, float | None]]) -> None:
+    """A database of schema version 4 (before keyword search moved to the core), its facts
+    (namespace, scope, key, value, expires_at) indexed in FTS5 as that version did."""
+    import json
+
+    from memory_adapters_sqlite.schema import MIGRATIONS, statements
+
+    from memory_adapters.facts import search_text
+
+    db = sqlite3.connect(path, isolation_level=None)
+    for script in MIGRATIONS[:4]:
+        for statement in statements(script):
+            db.execute(statement)
+    db.execute("PRAGMA user_version = 4")
+    db.execute("BEGIN")
+    for namespace, scope, key, value, expires_at in facts:
+        fact_id = db.execute(
+            "INSERT INTO ma_facts (namespace, scope, key, data, version, importance, "
+            "created_at, updated_at, expires_at) VALUES (?, ?, ?, ?, 2, 0.5, 1, 2, ?)",
+            (namespace, scope, key, json.dumps(value), expires_at),
+        ).lastrowid
+        db.execute(
+            "INSERT INTO ma_facts_fts (rowid, owner, text) VALUES (?, 'o', ?)",
+            (fact_id, search_text(key, value)),
+        )
+    db.execute("COMMIT")
+    db.close()
+
+
+def test_a_version_4_database_indexes_its_facts_terms_when_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a database of the previous release drops the FTS5 table and computes the
+    terms of every existing fact in Python (the core's analyzer), in batches: keyword search
+    then finds the old facts with exact counts and statistics; opening again does nothing."""
+    import memory_adapters_sqlite.facts as sqlite_facts
+    from memory_adapters_sqlite.schema import SCHEMA_VERSION
+
+    from memory_adapters.facts import index_text
+
+    monkeypatch.setattr(sqlite_facts, "OLD_FACTS_BATCH", 3)  # several batches
+    path = tmp_path / "v4.db"
+    old: list[tuple[str, str, str, Any, float | None]] = [
+        ("ns", "u", f"k{i}", f"I drink tea {i}, tea again", None) for i in range(7)
+    ]
+    old += [
+        ("ns", "u", "city", {"home": "Lisbon"}, None),
+        ("ns", "u", "gone", "tea that expired", time.time() - 10),
+        ("ns", "v", "other", "tea tea tea", None),
+    ]
+    _v4_database(path, old)
+    store = SQLiteStore(path)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    assert (
+        db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'ma_facts_fts%'").fetchall()
+        == []
+    )
+    assert db.execute("SELECT count(*) FROM ma_facts WHERE length IS NULL").fetchone() == (0,)
+    matches = store.match_terms("ns", "u", ["tea", "lisbon"])
+    live = [(k, v) for ns, sc, k, v, exp in old if sc == "u" and exp is None]
+    assert matches.documents == len(live) == 8
+    assert matches.total_length == sum(len(index_text(k, v).split()) for k, v in live)
+    found = {h.key: (h.length, h.counts, h.importance, h.updated_at) for h in matches.hits}
+    assert found == {
+        **{
+            f"k{i}": (len(index_text(f"k{i}", old[i][3]).split()), (2, 0), 0.5, 2.0)
+            for i in range(7)
+        },
+        "city": (len(index_text("city", {"home": "Lisbon"}).split()), (0, 1), 0.5, 2.0),
+    }
+    assert [h.counts for h in store.match_terms("ns", "v", ["tea"]).hits] == [(3,)]
+    postings = db.execute("SELECT count(*) FROM ma_fact_terms").fetchone()
+    store.close()
+    db.close()
+    again = SQLiteStore(path)
+    assert again._index_old_facts() == 0
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT count(*) FROM ma_fact_terms").fetchone() == postings
+    again.close()
+
+
+def test_stores_opening_an_old_database_at_once_index_each_fact_once(tmp_path: Path) -> None:
+    """Several stores opening a version 4 database together: each batch takes the write
+    lock and reads only facts still unindexed, so every fact gets its postings once."""
+    path = tmp_path / "v4.db"
+    _v4_database(path, [("ns", "u", f"k{i}", f"tea {i}", None) for i in range(1200)])
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            barrier.wait()
+            SQLiteStore(path).close()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    store = SQLiteStore(path)
+    matches = store.match_terms("ns", "u", ["tea"])
+    assert matches.documents == 1200 and len(matches.hits) == 1200
+    assert {h.counts for h in matches.hits} == {(1,)}
+    with sqlite3.connect(path) as db:
+        # "tea", the number and the key's term "k<i>": three postings a fact
+        assert db.execute("SELECT count(*) FROM ma_fact_terms").fetchone() == (3600,)
+    store.close()
+
+
+def _plan_of(db: sqlite3.Connection, sql: str, params: Sequence[object]) -> str:
+    return " | ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + sql, params))
+
+
+def test_keyword_candidates_and_statistics_are_the_scope_s_own_index_ranges(
+    tmp_path: Path,
+) -> None:
+    """A term's candidates are one range of the postings' primary key (owner, term), then one
+    lookup per fact; the statistics a row of ma_fact_stats and a range of the expiring
+    facts. Nothing scans the scope's facts, let alone every fact."""
+    import json
+
+    from memory_adapters_sqlite.facts import MATCH_SQL, STATS_SQL, filter_sql, term_owner
+
+    from memory_adapters.facts import FactFilter
+
+    store = SQLiteStore(tmp_path / "plan.db")
+    for i in range(200):
+        scope = f"u{i % 4}"
+        expires = time.time() + 100 if i % 2 else None
+        store.put_fact("ns", scope, f"k{i}", '"v"', text=f"tea t{i}", expires_at=expires)
+    db = sqlite3.connect(tmp_path / "plan.db")
+    db.execute("ANALYZE")
+    condition, params = filter_sql(FactFilter((("n", 1),), since=0.0, until=1e12))
+    match = _plan_of(
+        db,
+        MATCH_SQL + condition,
+        (term_owner("ns", "u1"), json.dumps(["tea", "x"]), "ns", "u1", 0.0, *params),
+    )
+    assert "SEARCH t USING PRIMARY KEY (owner=? AND term=?)" in match, match
+    assert "SEARCH f USING INTEGER PRIMARY KEY" in match, match
+    assert "SCAN t" not in match and "SCAN f" not in match, match
+    stats = _plan(db, STATS_SQL, {"ns": "ns", "sc": "u1", "now": time.time()})
+    assert "USING COVERING INDEX ma_facts_expiring (namespace=? AND scope=?" in stats, stats
+    assert "SEARCH ma_fact_stats USING PRIMARY KEY" in stats, stats
+    assert "SCAN" not in stats, stats
+    db.close()
+    store.close()
+
+
+def test_postings_and_statistics_follow_every_write_and_delete(tmp_path: Path) -> None:
+    """After puts, replacements, deletes, expiry (hidden, then pruned), restores, erase and
+    retention, the statistics equal a recount of the facts and no posting outlives its
+    fact; an emptied scope keeps no statistics row."""
+    from memory_adapters.facts import Fact, index_text
+    from memory_adapters.operations import user_keys
+
+    store = SQLiteStore(tmp_path / "s.db")
+    keys = user_keys("ns", "ann")
+    scopes = [keys.user_scope, "bob", "carl"]
+    for i in range(60):
+        scope = scopes[i % 3]
+        value = f"tea {'coffee ' * (i % 4)}{i}"
+        expires = time.time() - 1 if i % 7 == 0 else None
+        store.put_fact(
+            "ns", scope, f"k{i % 25}", f'"{value}"', text=index_text("k", value), expires_at=expires
+        )
+    for i in range(0, 25, 4):
+        store.delete_fact("ns", "bob", f"k{i}")
+    store.restore_fact("ns", "carl", Fact("r", "tea restored", 4, 0.0, 1.0, 2.0))
+    store.restore_fact("ns", "carl", Fact("r", "coffee restored again", 5, 0.0, 1.0, 3.0))
+    store.put_fact("ns#working", keys.conversation_prefix + "c", "note", '"tea"', text="tea note")
+
+    def check() -> None:
+        with store._connection() as db:
+            stats = db.execute(
+                "SELECT namespace, scope, documents, total_length FROM ma_fact_stats"
+            ).fetchall()
+            recount = db.execute(
+                "SELECT namespace, scope, count(*), sum(length) FROM ma_facts "
+                "GROUP BY namespace, scope"
+            ).fetchall()
+            orphans = db.execute(
+                "SELECT count(*) FROM ma_fact_terms WHERE fact_id NOT IN (SELECT id FROM ma_facts)"
+            ).fetchone()
+            per_fact = db.execute(
+                "SELECT count(*) FROM ma_facts AS f WHERE length <> "
+                "(SELECT coalesce(sum(tf), 0) FROM ma_fact_terms WHERE fact_id = f.id)"
+            ).fetchone()
+        assert sorted(stats) == sorted(recount)
+        assert orphans == (0,) and per_fact == (0,)
+
+    check()
+    for scope in scopes:
+        live = store.list_facts("ns", scope)
+        matches = store.match_terms("ns", scope, ["tea"])
+        assert matches.documents == len(live)
+        with store._connection() as db:
+            (total,) = db.execute(
+                "SELECT coalesce(sum(length), 0) FROM ma_facts WHERE namespace = 'ns' "
+                "AND scope = ? AND expires_at IS NULL",
+                (scope,),
+            ).fetchone()
+        assert matches.total_length == total
+    assert store.prune() > 0
+    check()
+    store.erase("ns", "ann")
+    store.append(keys.conversation_prefix + "c", _entries("hi"))
+    store.delete_idle_conversations("ns:", time.time() + 1)
+    check()
+    with store._connection() as db:
+        left = {r[0] for r in db.execute("SELECT scope FROM ma_fact_stats")}
+    assert left == {"bob", "carl"}
+    store.close()
+
+
+def test_a_metadata_filter_key_must_be_a_plain_name(tmp_path: Path) -> None:
+    from memory_adapters.errors import InvalidInput
+    from memory_adapters.facts import FactFilter
+
+    store = SQLiteStore(tmp_path / "f.db")
+    store.put_fact("ns", "u", "k", '"tea"', text="tea", metadata='{"a-b": 1, "a": {"b": 2}}')
+    assert len(store.match_terms("ns", "u", ["tea"], where=FactFilter((("a-b", 1),))).hits) == 1
+    assert store.match_terms("ns", "u", ["tea"], where=FactFilter((("a", 2),))).hits == []
+    with pytest.raises(InvalidInput):
+        store.match_terms("ns", "u", ["tea"], where=FactFilter((('a".b', 2),)))
     store.close()
 
 

@@ -5,8 +5,7 @@
 ``sqlite:///:memory:`` a private in-memory database. ``sqlite://memory.db`` (two slashes: a
 host, which SQLite has not) is refused with :class:`~memory_adapters.errors.InvalidURL`
 rather than read as a relative path. Uses the standard library's ``sqlite3``
-in WAL mode with FTS5 for fact search; several threads and several processes may share one
-file.
+in WAL mode; several threads and several processes may share one file.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""``SQLiteStore``: the store contract over SQLite (stdlib ``sqlite3``, WAL, FTS5).
+"""``SQLiteStore``: the store contract over SQLite (stdlib ``sqlite3``, WAL).
 
 * Every append is one ``BEGIN IMMEDIATE`` transaction: it takes the database's write lock,
   so seqs are gapless and batches never interleave, across threads and processes.
 * Each message stores the running token total before it (``start_tokens``); the tail within
   a token budget starts at the first seq the index ``(conversation, start_tokens)`` finds
   within it, and is read as a range of the primary key ``(conversation, seq)``.
-* Fact search uses an FTS5 table whose rows also carry an ``owner`` token (a hash of the
-  namespace and scope), so a search only ever matches the scope's own facts.
+* Facts are :class:`~memory_adapters_sqlite.facts.FactStore`'s (:mod:`.facts`), the schema
+  and its migrations :mod:`.schema`'s. Keyword search finds candidates through postings per
+  (scope, term) and counts each scope's statistics; the core ranks them.
 * Fact vectors (semantic recall) live in ``ma_fact_vectors``, one row per (fact, field): the
   model, the dimensions and the vector as little-endian float32 bytes; ``ma_facts.embed_model``
   names the model that embedded the fact (``NULL``: none). A trigger deletes a fact's vectors
@@ -14,7 +15,7 @@
   exactly (:mod:`memory_adapters.exact_vectors`: numpy when importable, else pure Python):
   linear in the scope's facts, with no extension to load.
 * The scopes under a prefix (``list_fact_scopes``) are listed by a skip scan of the unique
-  index ``(namespace, scope, key)``: one index seek per distinct scope (:func:`scopes_sql`).
+  index ``(namespace, scope, key)``: one index seek per distinct scope (:func:`.facts.scopes_sql`).
 * A database file deleted or replaced while the store has it open would silently take later
   writes into the old, unlinked file, which no other connection sees. The store remembers
   the file's identity (device and inode) when it opens it and compares it on every operation
@@ -34,7 +35,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import sqlite3
 import threading
@@ -43,259 +43,23 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memory_adapters.embedders import Embedding
-from memory_adapters.errors import AppendConflict, StoreUnavailable, VersionConflict
-from memory_adapters.exact_vectors import Candidate, order, pack, screen
-from memory_adapters.facts import Fact, search_text
+from memory_adapters.errors import AppendConflict, StoreUnavailable
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.operations import (
-    DEFAULT_HISTORY_LIMIT,
     ConversationInfo,
     EraseReport,
-    FactChange,
-    Writer,
     user_keys,
     working_namespace_of,
 )
-from memory_adapters.store import (
-    Store,
-    prefix_upper_bound,
-    renew_after_fork,
-    run_steps,
-    store_closed,
-)
-from memory_adapters.validation import dumps
+from memory_adapters.store import renew_after_fork, run_steps, store_closed
+
+from .facts import FactStore, delete_facts, in_ranges
+from .schema import MIGRATIONS, SCHEMA_VERSION, statements
 
 if TYPE_CHECKING:
     from memory_adapters.steps import StoreCall
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS ma_conversations (
-    key TEXT PRIMARY KEY,
-    last_seq INTEGER NOT NULL,
-    total_tokens INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS ma_messages (
-    conversation TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    batch INTEGER NOT NULL,
-    start_tokens INTEGER NOT NULL,
-    tokens INTEGER NOT NULL,
-    role TEXT NOT NULL,
-    data TEXT NOT NULL,
-    run_id TEXT,
-    idem_key TEXT,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (conversation, seq)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ma_messages_tokens ON ma_messages (conversation, start_tokens);
-CREATE UNIQUE INDEX IF NOT EXISTS ma_messages_idem
-    ON ma_messages (conversation, idem_key) WHERE idem_key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS ma_summaries (
-    conversation TEXT NOT NULL,
-    end_seq INTEGER NOT NULL,
-    start_seq INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    tokens INTEGER NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (conversation, end_seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS ma_facts (
-    id INTEGER PRIMARY KEY,
-    namespace TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    key TEXT NOT NULL,
-    data TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    importance REAL NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    expires_at REAL,
-    UNIQUE (namespace, scope, key)
-);
-CREATE INDEX IF NOT EXISTS ma_facts_expiry ON ma_facts (expires_at) WHERE expires_at IS NOT NULL;
-CREATE VIRTUAL TABLE IF NOT EXISTS ma_facts_fts USING fts5(
-    owner, text, tokenize = 'unicode61 remove_diacritics 2'
-);
-"""
-"""Version 1: the conversation log, summaries, facts and their full-text index."""
-
-VECTORS = """
-ALTER TABLE ma_facts ADD COLUMN embed_model TEXT;
-CREATE TABLE IF NOT EXISTS ma_fact_vectors (
-    fact_id INTEGER NOT NULL,
-    field TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    model TEXT NOT NULL,
-    dims INTEGER NOT NULL,
-    expires_at REAL,
-    vector BLOB NOT NULL,
-    UNIQUE (fact_id, field)
-);
-CREATE INDEX IF NOT EXISTS ma_fact_vectors_search
-    ON ma_fact_vectors (owner, model, dims, expires_at);
-CREATE TRIGGER IF NOT EXISTS ma_fact_vectors_gone AFTER DELETE ON ma_facts BEGIN
-    DELETE FROM ma_fact_vectors WHERE fact_id = old.id;
-END;
-"""
-"""Version 2: fact embeddings. ``ma_facts.embed_model`` is the model that embedded a fact
-(``NULL``: none; set with no vectors: deliberately unindexed by that model);
-``ma_fact_vectors`` holds one float32 vector per indexed field, with the fact's scope (as its
-``owner`` hash) and expiry copied, so that a search is one range of the index
-``(owner, model, dims, expires_at)`` and reads nothing but vectors. (It is a rowid table:
-rows of a vector of up to ~1,000 dimensions stay on their page, where a ``WITHOUT ROWID``
-table would spill every vector of 256 dimensions or more to an overflow page.) A fact's
-vectors are rewritten whenever its expiry can change (every ``put_fact``). The trigger
-deletes a fact's vectors with the fact (expiry, ``delete_fact``, ``prune``)."""
-
-OPERATIONS = """
-ALTER TABLE ma_conversations ADD COLUMN created_at REAL NOT NULL DEFAULT 0;
-ALTER TABLE ma_conversations ADD COLUMN last_activity REAL NOT NULL DEFAULT 0;
-UPDATE ma_conversations SET
-    created_at = coalesce((SELECT m.created_at FROM ma_messages AS m
-        WHERE m.conversation = ma_conversations.key ORDER BY m.seq LIMIT 1), 0),
-    last_activity = coalesce((SELECT m.created_at FROM ma_messages AS m
-        WHERE m.conversation = ma_conversations.key ORDER BY m.seq DESC LIMIT 1), 0);
-CREATE TABLE IF NOT EXISTS ma_fact_history (
-    id INTEGER PRIMARY KEY,
-    namespace TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    key TEXT NOT NULL,
-    version INTEGER NOT NULL,
-    op TEXT NOT NULL,
-    data TEXT,
-    at REAL NOT NULL,
-    writer TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS ma_fact_history_key ON ma_fact_history (namespace, scope, key, id);
-"""
-"""Version 3: operations (issue 14). ``ma_conversations`` records when a conversation was
-created and last appended to (existing rows take the times of their first and newest
-message), for listing and retention; it has no index on them, so an append updates its head
-row as before (listing sorts the conversations of one key range). ``ma_fact_history`` keeps
-each put and forget of a fact with its writer (JSON), written in the fact's transaction."""
-
-SUMMARY_MODEL = """
-ALTER TABLE ma_summaries ADD COLUMN model TEXT;
-"""
-"""Version 4: summaries made in the background (issue 15). ``ma_summaries.model`` names the
-summarizer that made a summary (``NULL``: a ``summarize`` hook, or made before). A claim on a
-conversation's next summary (``claim_summary``) is the row at ``end_seq = -1``: the claimed
-end seq in ``start_seq``, the owner in ``text``, ``tokens = -1``, the lease's end in
-``created_at``; it goes with the conversation like its summaries. Independent of version 3:
-it applies after whatever comes before it."""
-
-MIGRATIONS = (SCHEMA, VECTORS, OPERATIONS, SUMMARY_MODEL)
-"""The scripts that bring a database from version ``i`` (``PRAGMA user_version``) to
-``i + 1``, in order. A new database runs them all; an existing one the ones it lacks, in one
-transaction. Add a script to change the schema; never edit one that was released."""
-
-SCHEMA_VERSION = len(MIGRATIONS)
-
 _MSG = "seq, data, tokens, batch, run_id, created_at"
-_FACT = "key, data, version, importance, created_at, updated_at, expires_at"
-
-
-def scopes_sql(*, bounded: bool) -> str:
-    """The query of ``list_fact_scopes`` (parameters ``ns``, ``lo`` = the prefix, ``hi`` =
-    its upper bound when ``bounded``, ``now``, ``n`` = the limit or -1).
-
-    A skip scan on the unique index ``(namespace, scope, key)``: each step of the recursion
-    seeks the next distinct scope inside ``[prefix, upper bound)``, so the cost follows the
-    number of scopes, not of facts. ``substr() = prefix`` is the exact match (no ``LIKE``:
-    ``%``, ``_`` and ``\\`` are plain characters); ``EXISTS`` drops scopes whose facts have
-    all expired.
-    """
-    below = " AND {col} < :hi" if bounded else ""
-    return (
-        "WITH RECURSIVE s(scope) AS ("
-        "SELECT (SELECT min(scope) FROM ma_facts WHERE namespace = :ns AND scope >= :lo"
-        + below.format(col="scope")
-        + ") UNION ALL SELECT (SELECT min(f.scope) FROM ma_facts AS f "
-        "WHERE f.namespace = :ns AND f.scope > s.scope"
-        + below.format(col="f.scope")
-        + ") FROM s WHERE s.scope IS NOT NULL) "
-        "SELECT scope FROM s WHERE scope IS NOT NULL "
-        "AND substr(scope, 1, length(:lo)) = :lo AND EXISTS (SELECT 1 FROM ma_facts AS f "
-        "WHERE f.namespace = :ns AND f.scope = s.scope "
-        "AND (f.expires_at IS NULL OR f.expires_at > :now)) ORDER BY scope LIMIT :n"
-    )
-
-
-def _statements(script: str) -> list[str]:
-    """The statements of a migration script (``sqlite3.complete_statement`` keeps a
-    trigger's body, which has semicolons of its own, in one statement)."""
-    out: list[str] = []
-    current = ""
-    for line in script.splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
-            out.append(current.strip())
-            current = ""
-    if current.strip():
-        out.append(current.strip())
-    return out
-
-
-def _owner(namespace: str, scope: str) -> str:
-    return "o" + hashlib.sha256(f"{namespace}\x00{scope}".encode()).hexdigest()[:32]
-
-
-def _insert_vectors(
-    db: sqlite3.Connection, fact_id: int, owner: str, expires_at: float | None, embedding: Embedding
-) -> None:
-    db.executemany(
-        "INSERT INTO ma_fact_vectors (fact_id, field, owner, model, dims, expires_at, vector) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
-            (fact_id, field, owner, embedding.model, embedding.dims, expires_at, pack(vector))
-            for field, vector in embedding.vectors.items()
-        ],
-    )
-
-
-def _record(
-    db: sqlite3.Connection,
-    namespace: str,
-    scope: str,
-    change: tuple[str, int, str, str | None, float, str],
-    limit: int,
-) -> None:
-    """Add ``change`` (key, version, op, data, at, writer JSON) to the fact's history and
-    keep its newest ``limit`` versions, in the caller's transaction."""
-    db.execute(
-        "INSERT INTO ma_fact_history (namespace, scope, key, version, op, data, at, writer) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (namespace, scope, *change),
-    )
-    db.execute(
-        "DELETE FROM ma_fact_history WHERE namespace = :ns AND scope = :sc AND key = :k "
-        "AND id <= (SELECT id FROM ma_fact_history WHERE namespace = :ns AND scope = :sc "
-        "AND key = :k ORDER BY id DESC LIMIT 1 OFFSET :keep)",
-        {"ns": namespace, "sc": scope, "k": change[0], "keep": limit},
-    )
-
-
-def _in_ranges(column: str, exact: Sequence[str], prefixes: Sequence[str]) -> tuple[str, list[str]]:
-    """A condition on ``column``: equal to one of ``exact`` or starting with one of
-    ``prefixes`` (index ranges, no pattern syntax), and its parameters."""
-    terms: list[str] = []
-    params: list[str] = []
-    for value in exact:
-        terms.append(f"{column} = ?")
-        params.append(value)
-    for prefix in prefixes:
-        upper = prefix_upper_bound(prefix)
-        if upper is None:
-            terms.append("1")
-        else:
-            terms.append(f"({column} >= ? AND {column} < ?)")
-            params += [prefix, upper]
-    return "(" + " OR ".join(terms or ["0"]) + ")", params
-
-
-def _fact(row: tuple[Any, ...], score: float | None = None) -> Fact:
-    return Fact.from_row(row[0], row[1], row[2], row[3], row[4], row[5], row[6], score)
 
 
 _T = TypeVar("_T")
@@ -348,7 +112,7 @@ _carried: list[sqlite3.Connection] = []
 that they are never closed (nor used) in the child."""
 
 
-class SQLiteStore(Store):
+class SQLiteStore(FactStore):
     """A store in one SQLite file, shared safely by threads and processes."""
 
     scheme = "sqlite"
@@ -376,6 +140,7 @@ class SQLiteStore(Store):
         self._busy: dict[int, int] = {}
         with self._connection() as db:
             self._migrate(db)
+        self._index_old_facts()
         renew_after_fork(self)
 
     # -- connections ---------------------------------------------------------------------------
@@ -493,7 +258,7 @@ class SQLiteStore(Store):
             (version,) = db.execute("PRAGMA user_version").fetchone()
             if version < SCHEMA_VERSION:
                 for script in MIGRATIONS[version:]:
-                    for statement in _statements(script):
+                    for statement in statements(script):
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except BaseException:
@@ -781,248 +546,12 @@ class SQLiteStore(Store):
             )
         return True
 
-    # -- facts -------------------------------------------------------------------------------------
-
-    def _current(
-        self, db: sqlite3.Connection, namespace: str, scope: str, key: str, now: float
-    ) -> tuple[int, int, float] | None:
-        """(id, version, created_at) of the live fact, or None (an expired one is removed)."""
-        row = db.execute(
-            "SELECT id, version, created_at, expires_at FROM ma_facts "
-            "WHERE namespace = ? AND scope = ? AND key = ?",
-            (namespace, scope, key),
-        ).fetchone()
-        if row is None:
-            return None
-        if row[3] is not None and row[3] <= now:
-            db.execute("DELETE FROM ma_facts WHERE id = ?", (row[0],))
-            db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (row[0],))
-            return None
-        return row[0], row[1], row[2]
-
-    def put_fact(
-        self,
-        namespace: str,
-        scope: str,
-        key: str,
-        data: str,
-        *,
-        text: str,
-        importance: float = 0.0,
-        expires_at: float | None = None,
-        expected_version: int | None = None,
-        embedding: Embedding | None = None,
-        writer: Writer | None = None,
-        history_limit: int = DEFAULT_HISTORY_LIMIT,
-    ) -> Fact:
-        now = time.time()
-        model = None if embedding is None else embedding.model
-        with self._write() as db:
-            current = self._current(db, namespace, scope, key, now)
-            version = 0 if current is None else current[1]
-            if expected_version is not None and expected_version != version:
-                raise VersionConflict(key, expected_version, version)
-            if current is None:
-                created = now
-                fact_id = db.execute(
-                    "INSERT INTO ma_facts (namespace, scope, key, data, version, importance, "
-                    "created_at, updated_at, expires_at, embed_model) "
-                    "VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)",
-                    (namespace, scope, key, data, importance, now, now, expires_at, model),
-                ).lastrowid
-                assert fact_id is not None
-            else:
-                fact_id, _, created = current
-                db.execute(
-                    "UPDATE ma_facts SET data = ?, version = version + 1, importance = ?, "
-                    "updated_at = ?, expires_at = ?, embed_model = ? WHERE id = ?",
-                    (data, importance, now, expires_at, model, fact_id),
-                )
-                db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (fact_id,))
-                db.execute("DELETE FROM ma_fact_vectors WHERE fact_id = ?", (fact_id,))
-            db.execute(
-                "INSERT INTO ma_facts_fts (rowid, owner, text) VALUES (?, ?, ?)",
-                (fact_id, _owner(namespace, scope), text),
-            )
-            if embedding is not None:
-                owner = _owner(namespace, scope)
-                _insert_vectors(db, fact_id, owner, expires_at, embedding)
-            if writer is not None:
-                change = (key, version + 1, "put", data, now, writer.to_json())
-                _record(db, namespace, scope, change, history_limit)
-        return Fact.from_row(key, data, version + 1, importance, created, now, expires_at)
-
-    def get_fact(self, namespace: str, scope: str, key: str) -> Fact | None:
-        with self._connection() as db:
-            row = db.execute(
-                f"SELECT {_FACT} FROM ma_facts WHERE namespace = ? AND scope = ? AND key = ? "
-                "AND (expires_at IS NULL OR expires_at > ?)",
-                (namespace, scope, key, time.time()),
-            ).fetchone()
-        return None if row is None else _fact(row)
-
-    def list_facts(self, namespace: str, scope: str, *, limit: int | None = None) -> list[Fact]:
-        with self._connection() as db:
-            rows = db.execute(
-                f"SELECT {_FACT} FROM ma_facts WHERE namespace = ? AND scope = ? "
-                "AND (expires_at IS NULL OR expires_at > ?) ORDER BY key LIMIT ?",
-                (namespace, scope, time.time(), -1 if limit is None else limit),
-            ).fetchall()
-        return [_fact(r) for r in rows]
-
-    def delete_fact(
-        self,
-        namespace: str,
-        scope: str,
-        key: str,
-        *,
-        expected_version: int | None = None,
-        writer: Writer | None = None,
-        history_limit: int = DEFAULT_HISTORY_LIMIT,
-    ) -> bool:
-        now = time.time()
-        with self._write() as db:
-            current = self._current(db, namespace, scope, key, now)
-            version = 0 if current is None else current[1]
-            if expected_version is not None and expected_version != version:
-                raise VersionConflict(key, expected_version, version)
-            if current is None:
-                return False
-            db.execute("DELETE FROM ma_facts WHERE id = ?", (current[0],))
-            db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (current[0],))
-            if writer is not None:
-                change = (key, current[1], "forget", None, now, writer.to_json())
-                _record(db, namespace, scope, change, history_limit)
-        return True
-
-    def search_facts(
-        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
-    ) -> list[Fact]:
-        if not terms:
-            return []
-        words = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        query = f'owner : "{_owner(namespace, scope)}" AND text : ({words})'
-        with self._connection() as db:
-            rows = db.execute(
-                f"SELECT {', '.join('f.' + c.strip() for c in _FACT.split(','))}, "
-                "bm25(ma_facts_fts, 0.0, 1.0) AS rank FROM ma_facts_fts "
-                "JOIN ma_facts AS f ON f.id = ma_facts_fts.rowid "
-                "WHERE ma_facts_fts MATCH ? AND f.namespace = ? AND f.scope = ? "
-                "AND (f.expires_at IS NULL OR f.expires_at > ?) "
-                "ORDER BY rank, f.importance DESC, f.updated_at DESC LIMIT ?",
-                (query, namespace, scope, time.time(), limit),
-            ).fetchall()
-        return [_fact(r[:7], -float(r[7])) for r in rows]
-
-    # -- fact embeddings ---------------------------------------------------------------------
-
-    def search_fact_vectors(
-        self,
-        namespace: str,
-        scope: str,
-        vector: Sequence[float],
-        *,
-        model: str,
-        limit: int = 10,
-    ) -> list[Fact]:
-        """Exact cosine search: one range of the index ``(owner, model, dims, expires_at)``
-        reads the scope's live vectors of ``model`` and ``len(vector)`` dimensions (nothing
-        else), :func:`memory_adapters.exact_vectors.screen` keeps the facts that can be in
-        the result (numpy when importable), and only those facts are read and ranked
-        exactly. The cost is linear in the scope's vectors (see docs/stores.md for measured
-        times); other scopes cost nothing."""
-        query = [float(x) for x in vector]
-        if limit <= 0 or not query:
-            return []
-        with self._connection() as db:
-            db.execute("BEGIN")  # one snapshot for both reads
-            try:
-                rows = db.execute(
-                    "SELECT fact_id, vector FROM ma_fact_vectors WHERE owner = ? AND model = ? "
-                    "AND dims = ? AND (expires_at IS NULL OR expires_at > ?)",
-                    (_owner(namespace, scope), model, len(query), time.time()),
-                ).fetchall()
-                kept = screen(query, rows, limit)
-                ids = list(kept)
-                facts = []
-                for at in range(0, len(ids), 500):  # within SQLite's limit of parameters
-                    chunk = ids[at : at + 500]
-                    facts += db.execute(
-                        f"SELECT id, {_FACT} FROM ma_facts WHERE namespace = ? AND scope = ? "
-                        f"AND id IN ({', '.join('?' * len(chunk))})",
-                        (namespace, scope, *chunk),
-                    ).fetchall()
-            finally:
-                db.execute("COMMIT")
-        candidates = [Candidate(r[4], r[6], r[1], kept[r[0]]) for r in facts]
-        return [_fact(facts[i][1:], score) for i, score in order(query, candidates, limit)]
-
-    def facts_to_embed(
-        self, namespace: str, scope: str, model: str, *, limit: int = 256
-    ) -> list[Fact]:
-        with self._connection() as db:
-            rows = db.execute(
-                f"SELECT {_FACT} FROM ma_facts WHERE namespace = ? AND scope = ? "
-                "AND (embed_model IS NULL OR embed_model <> ?) "
-                "AND (expires_at IS NULL OR expires_at > ?) ORDER BY key LIMIT ?",
-                (namespace, scope, model, time.time(), limit),
-            ).fetchall()
-        return [_fact(r) for r in rows]
-
-    def set_fact_embedding(
-        self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
-    ) -> bool:
-        with self._write() as db:
-            row = db.execute(
-                "SELECT id, expires_at FROM ma_facts WHERE namespace = ? AND scope = ? AND key = ? "
-                "AND version = ? AND (expires_at IS NULL OR expires_at > ?)",
-                (namespace, scope, key, version, time.time()),
-            ).fetchone()
-            if row is None:
-                return False
-            db.execute(
-                "UPDATE ma_facts SET embed_model = ? WHERE id = ?", (embedding.model, row[0])
-            )
-            db.execute("DELETE FROM ma_fact_vectors WHERE fact_id = ?", (row[0],))
-            _insert_vectors(db, row[0], _owner(namespace, scope), row[1], embedding)
-        return True
-
-    def list_fact_scopes(
-        self, namespace: str, prefix: str, *, limit: int | None = None
-    ) -> list[str]:
-        upper = prefix_upper_bound(prefix)
-        params = {
-            "ns": namespace,
-            "lo": prefix,
-            "hi": upper,
-            "now": time.time(),
-            "n": -1 if limit is None else limit,
-        }
-        with self._connection() as db:
-            rows = db.execute(scopes_sql(bounded=upper is not None), params).fetchall()
-        return [r[0] for r in rows]
-
-    def prune(self) -> int:
-        with self._write() as db:
-            now = time.time()
-            ids = [
-                r[0]
-                for r in db.execute(
-                    "SELECT id FROM ma_facts WHERE expires_at IS NOT NULL AND expires_at <= ?",
-                    (now,),
-                )
-            ]
-            for fact_id in ids:
-                db.execute("DELETE FROM ma_facts WHERE id = ?", (fact_id,))
-                db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (fact_id,))
-        return len(ids)
-
     # -- operations --------------------------------------------------------------------------
 
     def list_conversations(
         self, prefix: str, *, limit: int = 100, before: tuple[float, str] | None = None
     ) -> list[ConversationInfo]:
-        where, params = _in_ranges("key", (), (prefix,))
+        where, params = in_ranges("key", (), (prefix,))
         after: list[Any] = []
         if before is not None:
             where += " AND (last_activity < ? OR (last_activity = ? AND key < ?))"
@@ -1053,37 +582,18 @@ class SQLiteStore(Store):
             )
         ]
 
-    @staticmethod
-    def _delete_facts(
-        db: sqlite3.Connection, namespace: str, exact: Sequence[str], prefixes: Sequence[str]
-    ) -> tuple[int, int, int]:
-        """Delete the facts of ``namespace`` in the scopes ``exact`` or under ``prefixes``,
-        with their search rows, vectors and history: (facts, vectors, history rows)."""
-        cond, params = _in_ranges("scope", exact, prefixes)
-        facts = f"SELECT id FROM ma_facts WHERE namespace = ? AND {cond}"
-        args = (namespace, *params)
-        (vectors,) = db.execute(
-            f"SELECT count(*) FROM ma_fact_vectors WHERE fact_id IN ({facts})", args
-        ).fetchone()
-        db.execute(f"DELETE FROM ma_facts_fts WHERE rowid IN ({facts})", args)
-        n = db.execute(f"DELETE FROM ma_facts WHERE namespace = ? AND {cond}", args).rowcount
-        history = db.execute(
-            f"DELETE FROM ma_fact_history WHERE namespace = ? AND {cond}", args
-        ).rowcount
-        return int(n), int(vectors), int(history)
-
     def erase(self, namespace: str, user_id: str) -> EraseReport:
         keys = user_keys(namespace, user_id)
-        where, params = _in_ranges("{col}", (), (keys.conversation_prefix,))
+        where, params = in_ranges("{col}", (), (keys.conversation_prefix,))
         with self._write() as db:
             conversations, messages, summaries = self._delete_log(db, where, params)
-            facts, vectors, history = self._delete_facts(
+            facts, vectors, history = delete_facts(
                 db,
                 namespace,
                 (keys.user_scope,),
                 (keys.agent_prefix, keys.conversation_scope_prefix),
             )
-            working, wvectors, whistory = self._delete_facts(
+            working, wvectors, whistory = delete_facts(
                 db, keys.working_namespace, (), (keys.conversation_prefix,)
             )
         return EraseReport(
@@ -1097,7 +607,7 @@ class SQLiteStore(Store):
         )
 
     def delete_idle_conversations(self, namespace_prefix: str, idle_before: float) -> int:
-        where, params = _in_ranges("key", (), (namespace_prefix,))
+        where, params = in_ranges("key", (), (namespace_prefix,))
         with self._write() as db:
             idle = [
                 r[0]
@@ -1108,82 +618,5 @@ class SQLiteStore(Store):
             ]
             for key in idle:
                 self._delete_log(db, "{col} = ?", (key,))
-                self._delete_facts(db, working_namespace_of(key), (key,), (key + "/",))
+                delete_facts(db, working_namespace_of(key), (key,), (key + "/",))
         return len(idle)
-
-    def fact_history(
-        self, namespace: str, scope: str, key: str, *, limit: int | None = None
-    ) -> list[FactChange]:
-        with self._connection() as db:
-            rows = db.execute(
-                "SELECT key, version, op, data, at, writer FROM ma_fact_history "
-                "WHERE namespace = ? AND scope = ? AND key = ? ORDER BY id DESC LIMIT ?",
-                (namespace, scope, key, -1 if limit is None else limit),
-            ).fetchall()
-        return [FactChange.from_row(*row) for row in rows]
-
-    def restore_fact(
-        self,
-        namespace: str,
-        scope: str,
-        fact: Fact,
-        *,
-        history: Sequence[FactChange] = (),
-        embedding: Embedding | None = None,
-    ) -> bool:
-        data = dumps(fact.value)
-        model = None if embedding is None else embedding.model
-        values = (
-            data,
-            fact.version,
-            fact.importance,
-            fact.created_at,
-            fact.updated_at,
-            fact.expires_at,
-            model,
-        )
-        with self._write() as db:
-            current = self._current(db, namespace, scope, fact.key, time.time())
-            if current is not None and current[1] >= fact.version:
-                return False
-            row = db.execute(
-                "SELECT id FROM ma_facts WHERE namespace = ? AND scope = ? AND key = ?",
-                (namespace, scope, fact.key),
-            ).fetchone()
-            if row is None:
-                fact_id = db.execute(
-                    "INSERT INTO ma_facts (namespace, scope, key, data, version, importance, "
-                    "created_at, updated_at, expires_at, embed_model) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (namespace, scope, fact.key, *values),
-                ).lastrowid
-                assert fact_id is not None
-            else:
-                fact_id = row[0]
-                db.execute(
-                    "UPDATE ma_facts SET data = ?, version = ?, importance = ?, created_at = ?, "
-                    "updated_at = ?, expires_at = ?, embed_model = ? WHERE id = ?",
-                    (*values, fact_id),
-                )
-                db.execute("DELETE FROM ma_facts_fts WHERE rowid = ?", (fact_id,))
-                db.execute("DELETE FROM ma_fact_vectors WHERE fact_id = ?", (fact_id,))
-            owner = _owner(namespace, scope)
-            db.execute(
-                "INSERT INTO ma_facts_fts (rowid, owner, text) VALUES (?, ?, ?)",
-                (fact_id, owner, search_text(fact.key, fact.value)),
-            )
-            if embedding is not None:
-                _insert_vectors(db, fact_id, owner, fact.expires_at, embedding)
-            db.execute(
-                "DELETE FROM ma_fact_history WHERE namespace = ? AND scope = ? AND key = ?",
-                (namespace, scope, fact.key),
-            )
-            db.executemany(
-                "INSERT INTO ma_fact_history (namespace, scope, key, version, op, data, at, "
-                "writer) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (namespace, scope, c.key, c.version, c.op, c.data(), c.at, c.writer.to_json())
-                    for c in reversed(history)  # given newest first: ids in time order
-                ],
-            )
-        return True

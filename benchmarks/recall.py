@@ -59,6 +59,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -168,6 +169,10 @@ def dialogues() -> list[Dialogue]:
     return [load(p) for p in sorted(DATA.glob("*.json"))]
 
 
+def _swap(mapping: dict[str, str], match: re.Match[str]) -> str:
+    return mapping[match.group(1)]
+
+
 def filler(others: Sequence[Dialogue], seed: int = 7) -> Iterator[tuple[str, str]]:
     """Deterministic distractor turns (key, value), without end, from the vocabulary of
     ``others``: one to three of their sentences, recombined, said by one of their speakers,
@@ -182,7 +187,7 @@ def filler(others: Sequence[Dialogue], seed: int = 7) -> Iterator[tuple[str, str
         rng.shuffle(swapped)
         mapping = dict(zip(names, swapped, strict=True))
         picked = " ".join(rng.choice(sentences) for _ in range(rng.randint(1, 3)))
-        text = pattern.sub(lambda m, swap=mapping: swap[m.group(1)], picked)
+        text = pattern.sub(partial(_swap, mapping), picked)
         value = f"{rng.choice(swapped)}: {text}"
         if value not in seen:
             seen.add(value)
@@ -517,7 +522,12 @@ Ranked = dict[tuple[str, str, str, str], list[str]]
 
 
 def labelled(d: Dialogue, unit: str, count: int | None) -> list[Question]:
-    return [q for q in d.questions[:count] if q.labels[unit]]
+    """The questions of ``d`` with a label in ``unit``: all, or ``count`` spread evenly over
+    the conversation (so that every kind is asked)."""
+    asked = d.questions
+    if count is not None and count < len(asked):
+        asked = [asked[i * len(asked) // count] for i in range(count)]
+    return [q for q in asked if q.labels[unit]]
 
 
 def rank_store(
@@ -718,41 +728,50 @@ def kind_lines(
     return _table(headers, rows, left=2)
 
 
-def latency_lines(rows: Sequence[Row]) -> list[str]:
-    headers = [
-        "store",
-        "facts",
-        "mode",
-        "median ms",
-        "p90 ms",
-        "embed ms",
-        "r@10",
-        "asked",
-        "fill s",
-    ]
+LATENCY_COLUMNS = (
+    ("store", 17),
+    ("facts", 6),
+    ("mode", 8),
+    ("median ms", 9),
+    ("p90 ms", 8),
+    ("embed ms", 8),
+    ("r@10", 6),
+    ("asked", 5),
+    ("fill s", 6),
+)
+
+
+def latency_line(cells: Sequence[str]) -> str:
+    """One line of the latency table (a row that did not run: its reason after the mode)."""
     out = []
-    for r in rows:
-        if r.median_ms is None:
-            out.append(
-                [r.store, str(r.size) if r.size else "-", r.mode, r.note, "", "", "", "", ""]
-            )
-            continue
-        assert r.p90_ms is not None and r.embed_ms is not None and r.fill_s is not None
-        star = "*" if r.stopped else ""
-        out.append(
-            [
-                r.store,
-                str(r.size),
-                r.mode,
-                f"{r.median_ms:.2f}",
-                f"{r.p90_ms:.2f}",
-                f"{r.embed_ms:.2f}",
-                f"{r.recall10:.2f}{star}",
-                f"{r.asked}{star}",
-                f"{r.fill_s:.1f}",
-            ]
-        )
-    return _table(headers, out, left=3)
+    for i, cell in enumerate(cells):
+        width = LATENCY_COLUMNS[i][1]
+        out.append(cell.ljust(width) if i < 3 or len(cells) == 4 else cell.rjust(width))
+    return "  ".join(out).rstrip()
+
+
+def latency_cells(r: Row) -> list[str]:
+    if r.median_ms is None:
+        return [r.store, str(r.size) if r.size else "-", r.mode, r.note]
+    assert r.p90_ms is not None and r.embed_ms is not None and r.fill_s is not None
+    star = "*" if r.stopped else ""
+    return [
+        r.store,
+        str(r.size),
+        r.mode,
+        f"{r.median_ms:.2f}",
+        f"{r.p90_ms:.2f}",
+        f"{r.embed_ms:.2f}",
+        f"{r.recall10:.2f}{star}",
+        f"{r.asked}{star}",
+        f"{r.fill_s:.1f}",
+    ]
+
+
+def latency_lines(rows: Sequence[Row]) -> list[str]:
+    header = [latency_line([c for c, _ in LATENCY_COLUMNS])]
+    header.append(latency_line(["-" * w for _, w in LATENCY_COLUMNS]))
+    return header + [latency_line(latency_cells(r)) for r in rows]
 
 
 def verdicts(table: dict[str, dict[str, dict[int, float]]]) -> list[dict[str, Any]]:
@@ -941,12 +960,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if fake and not args.sizes_given:
                     sizes = [s for s in sizes if s <= FAKE_MAX_SIZE]
                 print(f"latency, {name}:")
-                mine_rows = []
+                for line in latency_lines([]):
+                    print("  " + line)
                 for row in measure(name, made, latency, sizes, asked, embedder, args.budget):
                     rows.append(row)
-                    mine_rows.append(row)
-                for line in latency_lines(mine_rows):
-                    print("  " + line)
+                    print("  " + latency_line(latency_cells(row)), flush=True)
                 sys.stdout.flush()
             finally:
                 made.close()

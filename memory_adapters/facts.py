@@ -48,6 +48,7 @@ from .ranking import (
 from .ranking import STOP_WORDS as STOP_WORDS
 from .steps import EmbedCall, Plan, StoreCall, drive_async, drive_sync
 from .tracing import traced
+from .validation import FILTER_KEY as FILTER_KEY  # re-exported: what a filter key looks like
 from .validation import (
     MAX_VALUE_BYTES,
     check_expires_at,

@@ -1,5 +1,6 @@
 """The benchmarks keep running: ``agent_overhead.py``'s quick path on the in-memory store, and
-the wire counter its PostgreSQL round trips rely on (no timings are asserted)."""
+the wire counter its PostgreSQL round trips rely on; ``recall.py``'s quick run (no timings
+are asserted)."""
 
 from __future__ import annotations
 
@@ -300,3 +301,57 @@ def test_a_pipeline_of_reads_is_one_round_trip_on_the_wire(postgres_url: str) ->
 
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+RECALL = ROOT / "benchmarks" / "recall.py"
+
+
+def test_recall_quick_run_measures_quality_and_latency(tmp_path: Path) -> None:
+    """``recall.py --quick``: recall@5/10/25 of every mode and of both plain baselines on the
+    turns and the facts of one labelled conversation, every store ranking as the first, the
+    per-kind table and the verdicts, and latency rows at 1,000 facts."""
+    pytest.importorskip("wordllama")
+    pytest.importorskip("numpy")
+    out = tmp_path / "recall.json"
+    done = subprocess.run(
+        [sys.executable, str(RECALL), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "verdict, turns:" in done.stdout and "verdict, facts:" in done.stdout
+    result = json.loads(out.read_text(encoding="utf-8"))
+    env = result["environment"]
+    assert env["quick"] is True and env["sizes"] == [1000] and env["embedder"]
+    assert env["stores"] == ["memory", "sqlite"]
+    assert len(result["conversations"]) == 1
+    modes = {"keyword", "semantic", "hybrid", "plain-bm25", "plain-cosine"}
+    measured = result["quality"]
+    assert "memory" in measured  # sqlite too, once its store runs on the core's ranking
+    for table in measured.values():
+        assert set(table) == {"turns", "facts"}
+        for unit in table.values():
+            assert set(unit) == modes
+            for r in unit.values():
+                assert 0.0 <= r["5"] <= r["10"] <= r["25"] <= 1.0
+    for same in result["identical"].values():
+        assert same["searches"] > 0 and same["differ"] == 0
+    counts = result["kind_counts"]
+    assert set(counts["turns"]) == {"single-hop", "multi-hop", "temporal", "open-domain"}
+    assert set(result["by_kind"]) == set(counts["turns"])
+    assert [v["unit"] for v in result["verdicts"]] == ["turns", "facts"]
+    rows = [r for r in result["latency"] if r["store"] == "memory"]
+    assert [(r["size"], r["mode"]) for r in rows] == [
+        (1000, "keyword"),
+        (1000, "semantic"),
+        (1000, "hybrid"),
+    ]
+    for r in rows:
+        assert r["searches"] == r["asked"] > 0
+        assert 0 < r["median_ms"] <= r["p90_ms"]
+        assert r["embed_ms"] > 0 and 0.0 <= r["recall10"] <= 1.0
+    for r in result["latency"]:
+        assert r["store"] in ("memory", "sqlite")
+        assert r["median_ms"] is not None or r["note"]

@@ -8,7 +8,7 @@ calls, giving it a server's per-operation atomicity for the many-writer tests.
 
 Against a real server: set ``MEMORY_ADAPTERS_MONGODB_URL`` (for example
 ``mongodb://localhost:27017/ma_test``) and the kit runs again on it, with the store's own
-clients, in both search modes; every test gets a fresh database, dropped afterwards.
+clients; every test gets a fresh database, dropped afterwards.
 Without the variable those classes are not defined at all (nothing is skipped).
 """
 
@@ -31,8 +31,8 @@ import pytest
 from memory_adapters_mongo import MongoStore, open_store
 from memory_adapters_mongo import facts as facts_plans
 from memory_adapters_mongo import log as mongo_log
+from memory_adapters_mongo import terms as term_plans
 from memory_adapters_mongo.clients import DEFAULT_DATABASE, database_from_url
-from memory_adapters_mongo.facts import search as search_plan
 from memory_adapters_mongo.ops import BATCHES, COLLECTIONS, FACTS, HEADS, Op, Sleep
 from mongomock_motor import AsyncMongoMockClient
 from pymongo import errors
@@ -47,7 +47,9 @@ from memory_adapters import (
     hookimpl,
 )
 from memory_adapters.embedders import Embedding, normalized
+from memory_adapters.facts import FactFilter
 from memory_adapters.messages import Entry
+from memory_adapters.ranking import TermHit, TermMatches
 from memory_adapters.store import Store
 from memory_adapters.testing import MultiProcessConformance, StoreConformance
 from memory_adapters.testing.conformance import _entries, check_log, turn
@@ -207,10 +209,37 @@ if SERVER_URL:
             return lambda: dump(store)
 
     class TestMongoStoreServer(_ServerKit):
-        """Fact search through the text index."""
+        """The kit, and the query plans, on the server."""
 
-        def test_uses_the_text_index(self, store: MongoStore) -> None:
-            assert store.uses_text_index is True
+        def test_keyword_candidates_are_a_range_of_the_scopes_postings(
+            self, store: MongoStore
+        ) -> None:
+            for i in range(300):
+                store.put_fact("ns", f"s{i % 3}", f"k{i}", '"v"', text=f"tea w{i}")
+            db: Any = pymongo.MongoClient(_server_url)[store.database]
+            try:
+                plan_of = only_op(next(term_plans.match("ns", "s1", ["w4"], None)))
+                assert plan_of.method == "aggregate"
+                stats = str(
+                    db.command(
+                        "explain",
+                        {"aggregate": FACTS, "pipeline": plan_of.args[0], "cursor": {}},
+                        verbosity="queryPlanner",
+                    )
+                )
+                assert "IXSCAN" in stats and "COLLSCAN" not in stats, stats
+                query = {
+                    "scope": "s1",
+                    "namespace": "ns",
+                    "terms": {"$in": ["w4", "w7"]},
+                    "expires_at": term_plans.live(time.time()),
+                }
+                plan = str(db[FACTS].find(query).explain()["queryPlanner"]["winningPlan"])
+                assert "IXSCAN" in plan and "ma_facts_terms" in plan, plan
+            finally:
+                db.client.close()
+            found = store.match_terms("ns", "s1", ["w4", "w7", "tea"])
+            assert found.documents == 100 and {h.key for h in found.hits if h.counts[0]} == {"k4"}
 
         def test_window_reads_are_index_ranges(self, store: MongoStore) -> None:
             for i in range(50):
@@ -227,14 +256,6 @@ if SERVER_URL:
                 assert "'SORT'" not in plan, plan
             finally:
                 db.client.close()
-
-    class TestMongoStoreServerWords(_ServerKit):
-        """Fact search through the word-list fallback, forced."""
-
-        options = {"text_search": "words"}
-
-        def test_uses_the_word_lists(self, store: MongoStore) -> None:
-            assert store.uses_text_index is False
 
     def test_server_with_the_applications_clients(server_database: str) -> None:
         """An application's AsyncMongoClient, and its Motor client where Motor is installed."""
@@ -299,8 +320,8 @@ def test_bad_options_are_refused() -> None:
         MongoStore(client=mock_client(), timeout=1)
     with pytest.raises(InvalidInput):
         MongoStore(client=object())
-    with pytest.raises(InvalidInput):  # mongomock cannot run $text, and "text" demands it
-        mock_store(text_search="text")
+    for mode in ("auto", "text", "words"):  # obsolete: accepted and ignored
+        assert mock_store(text_search=mode).uses_text_index is False
 
 
 def test_unreachable_server_fails_fast_and_clearly() -> None:
@@ -321,7 +342,7 @@ def test_indexes_are_created_once_and_idempotently() -> None:
     raw = mock_client()
     first = MongoStore(client=raw, database="idx")
     again = MongoStore(client=raw, database="idx")  # a second connect changes nothing
-    assert first.uses_text_index is False and again.uses_text_index is False
+    assert first.uses_text_index is False and again.uses_text_index is False  # obsolete
     db = raw["idx"]
     batches = db[BATCHES].index_information()
     assert {"ma_batches_seq", "ma_batches_tokens", "ma_batches_idempotency"} <= set(batches)
@@ -331,7 +352,10 @@ def test_indexes_are_created_once_and_idempotently() -> None:
     fact_indexes = db[FACTS].index_information()
     assert fact_indexes["ma_facts_key"]["unique"] is True
     assert fact_indexes["ma_facts_ttl"]["expireAfterSeconds"] == 60
-    assert "ma_facts_words" in fact_indexes
+    assert {"ma_facts_terms", "ma_facts_stats", "ma_facts_legacy"} <= set(fact_indexes)
+    assert fact_indexes["ma_facts_terms"]["key"] == [("scope", 1), ("namespace", 1), ("terms", 1)]
+    assert fact_indexes["ma_facts_legacy"]["partialFilterExpression"] == {"text": {"$exists": True}}
+    assert "ma_facts_words" not in fact_indexes
 
 
 # -- building the store from an application's client ------------------------------------------
@@ -383,7 +407,7 @@ def test_store_over_a_pymongo_async_client_alone() -> None:
         "mongodb://127.0.0.1:1/x", serverSelectionTimeoutMS=200, connectTimeoutMS=200
     )
     store = MongoStore(client=app_client, database="app")
-    assert store.uses_text_index is None and store.database == "app"
+    assert store.database == "app"
     with pytest.raises(StoreUnavailable, match="unreachable"):
         store.last_seq("c")
     derived = store._clients._sync_owner
@@ -415,7 +439,8 @@ def test_async_calls_are_native_on_the_async_clients_loop(monkeypatch: pytest.Mo
     async def go() -> int:
         await store.aappend("c", entries("a", "b"))
         await store.aput_fact("ns", "s", "k", '"v"', text="v")
-        assert [f.key for f in await store.asearch_facts("ns", "s", ["v"])] == ["k"]
+        assert [h.key for h in (await store.amatch_terms("ns", "s", ["v"])).hits] == ["k"]
+        assert [f.key for f in await store.aget_facts("ns", "s", ["k"])] == ["k"]
         assert [r.seq for r in await store.atail("c", max_messages=2)][-1] % 2 == 0
         return await store.alast_seq("c")
 
@@ -516,7 +541,11 @@ def test_values_that_are_not_strings_never_reach_a_query() -> None:
         with pytest.raises(InvalidInput):
             store.get_fact("ns", "s", value)
         with pytest.raises(InvalidInput):
-            store.search_facts("ns", "s", [value])
+            store.match_terms("ns", "s", [value])
+        with pytest.raises(InvalidInput):
+            store.get_facts("ns", "s", [value])
+        with pytest.raises(InvalidInput):
+            store.search_fact_vectors("ns", "s", [1.0], model="m", keys=[value])
         with pytest.raises(InvalidInput):
             key: Any = value if value is not None else 5
             store.append("c", entries("y"), idempotency_key=key)
@@ -727,32 +756,31 @@ def test_window_queries_are_bounded_index_ranges() -> None:
     assert head.args == ({"conversation": "c", "first_seq": {"$gte": 1, "$lte": 4}},)
 
 
-def test_text_search_query_when_the_server_has_it() -> None:
-    """The ``$text`` path (a real server's; mongomock cannot run it): scoped by equality on
-    the text index's prefix, expired facts filtered, ranked by the server's score."""
-    plan = search_plan("ns", "alice", ["oolong", "tea"], 5, True)
-    op = only_op(next(plan))
-    where, options = op.args[0], op.kwargs
-    assert where["scope"] == "alice" and where["namespace"] == "ns"
-    assert where["$text"] == {"$search": "oolong tea"}
-    assert set(where["expires_at"]) == {"$not"}
-    assert options["sort"][0] == ("score", {"$meta": "textScore"}) and options["limit"] == 5
+def test_keyword_candidates_are_one_query_on_the_scopes_postings() -> None:
+    """match_terms: one aggregation counting the scope (scoped by equality, expired facts
+    left out), then one query on the postings (terms ``$in``), projecting only the counts
+    of the terms asked for, with the filter in the query."""
+    where = FactFilter((("kind", "note"),), since=5.0)
+    plan = term_plans.match("ns", "alice", ["oolong", "tea", "$gt", "a.b"], where)
+    stats = only_op(next(plan))
+    assert stats.method == "aggregate"
+    match = stats.args[0][0]["$match"]
+    assert (match["scope"], match["namespace"], set(match["expires_at"])) == (
+        "alice",
+        "ns",
+        {"$not"},
+    )
+    op = only_op(plan.send([{"_id": None, "n": 7, "total": 40}]))
+    query, options = op.args[0], op.kwargs
+    assert query["scope"] == "alice" and query["namespace"] == "ns"
+    assert query["terms"] == {"$in": ["oolong", "tea", "$gt", "a.b"]}
+    assert query["meta.kind"] == "s:note" and query["updated_at"] == {"$gte": 5.0}
+    tf = sorted(k for k in options["projection"] if k.startswith("tf."))
+    assert tf == ["tf._246774", "tf._612e62", "tf.oolong", "tf.tea"]  # odd terms as hex names
+    row = {"key": "k", "length": 3, "importance": 0.5, "updated_at": 9.0}
     with pytest.raises(StopIteration) as done:
-        plan.send(
-            [
-                {
-                    "key": "tea",
-                    "data": '"oolong"',
-                    "version": 1,
-                    "importance": 0.0,
-                    "created_at": 1.0,
-                    "updated_at": 1.0,
-                    "expires_at": None,
-                    "score": 1.5,
-                }
-            ]
-        )
-    assert [(f.key, f.value, f.score) for f in done.value.value] == [("tea", "oolong", 1.5)]
+        plan.send([{**row, "tf": {"tea": 2, "_612e62": 1}}])
+    assert done.value.value == TermMatches(7, 40, [TermHit("k", 3, (0, 2, 0, 1), 0.5, 9.0)])
 
 
 def test_expired_facts_are_hidden_before_the_ttl_monitor_runs() -> None:
@@ -764,7 +792,8 @@ def test_expired_facts_are_hidden_before_the_ttl_monitor_runs() -> None:
     time.sleep(0.3)
     assert raw["ttl"][FACTS].count_documents({"key": "soon"}) == 1  # still there
     assert store.get_fact("ns", "s", "soon") is None
-    assert store.search_facts("ns", "s", ["soon"]) == []
+    assert store.match_terms("ns", "s", ["soon"]).hits == []
+    assert store.get_facts("ns", "s", ["soon"]) == []
     assert store.list_facts("ns", "s") == []
     assert store.prune() == 1
     assert raw["ttl"][FACTS].count_documents({}) == 0
@@ -908,8 +937,8 @@ def search_vectors_plan(store: MongoStore, vector: list[float]) -> Any:
     return store._search_vectors("ns", "u", vector, "m", 5)()
 
 
-def test_word_fallback_ranks_like_bm25() -> None:
-    """Rarer terms weigh more and repeats saturate: as the in-memory store and FTS5 rank."""
+def test_match_terms_answers_as_the_in_memory_store_does() -> None:
+    """The same facts, the same terms: the same statistics and hits (so the same ranking)."""
     from memory_adapters_inmemory import InMemoryStore
 
     texts = {
@@ -918,17 +947,19 @@ def test_word_fallback_ranks_like_bm25() -> None:
         "both": "tea and zebra in a very long sentence about many other things entirely",
         "short_tea": "tea",
         "none": "coffee",
+        "odd": "north_east value-0 $gt a.b tea",
     }
-    stores: list[Store] = [mock_store(text_search="words"), InMemoryStore()]
-    rankings = []
+    stores: list[Store] = [mock_store(), InMemoryStore()]
+    answers = []
     for store in stores:
         for key, text in texts.items():
             store.put_fact("ns", "u", key, '"x"', text=text)
-        found = store.search_facts("ns", "u", ["tea", "zebra"])
-        rankings.append([f.key for f in found])
-        assert all(f.score is not None and f.score > 0 for f in found)
-    assert rankings[0] == rankings[1]
-    assert rankings[0][0] == "rare" and "none" not in rankings[0]  # short, rarer term
+        store.put_fact("ns", "v", "other", '"x"', text="tea zebra")
+        found = store.match_terms("ns", "u", ["tea", "zebra", "$gt", "a.b", "missing"])
+        hits = sorted((h.key, h.length, h.counts, h.importance) for h in found.hits)
+        answers.append((found.documents, found.total_length, hits))
+    assert answers[0] == answers[1]
+    assert answers[0][0] == 6 and len(answers[0][2]) == 5
 
 
 def test_heads_written_before_activity_was_recorded_are_listed_and_retained() -> None:

@@ -2,7 +2,7 @@
 
 ``Memory("mongodb://host:27017/dbname")`` opens the store on database ``dbname``
 (``memory_adapters`` when the URL names none). Options go in ``store_options``: ``timeout``
-(seconds to reach the server, 5 by default), ``text_search``, ``client_options``, or
+(seconds to reach the server, 5 by default), ``vector_search``, ``client_options``, or
 ``client`` to use an application's own ``MongoClient``, ``AsyncMongoClient`` or Motor client
 (the URL then only names the database). Or build it yourself:
 ``Memory(store=MongoStore(client=my_client, database="app"))``. See ``docs/mongodb.md``.

@@ -3,15 +3,16 @@
 Layout. One document of ``ma_facts`` per (namespace, scope, key)::
 
     {scope, namespace, key, data, version, rev, importance, created_at, updated_at,
-     expires_at, expires?, text, words: [...], length,
+     expires_at, expires?, terms: [...], tf: {term: count}, length, metadata?, meta?,
      embed_model?, dims?, vector?, vector_field?, vectors?: [{field, vector}]}
 
 ``data`` is the value's JSON text as the core serialized it, a string, never a BSON
 subdocument. ``expires_at`` is the expiry in seconds since the epoch (``null``: never) and is
 what every read filters on; ``expires`` is the same instant as a BSON date, present only on
-facts that expire, for the TTL index. ``text`` is what keyword search indexes; ``words`` its
-distinct lower-case words and ``length`` how many words it has, for the fallback search where
-``$text`` is unavailable.
+facts that expire, for the TTL index. ``terms``, ``tf`` and ``length`` are the terms keyword
+search finds the fact by, and ``metadata`` / ``meta`` its metadata and what filters compare
+(:mod:`.terms`). Facts of earlier versions had ``text`` and ``words`` instead: a write
+removes them.
 
 Embeddings (semantic recall): ``embed_model`` names the model that embedded the fact and
 ``dims`` its vectors' dimensions (both absent: not embedded; present with no vectors: left
@@ -36,7 +37,6 @@ import random
 import re
 import secrets
 import time
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -44,13 +44,13 @@ from typing import Any
 from memory_adapters.embedders import WHOLE, Embedding
 from memory_adapters.errors import InvalidTTL, StoreUnavailable, VersionConflict
 from memory_adapters.exact_vectors import Candidate, order, pack, screen
-from memory_adapters.facts import Fact
+from memory_adapters.facts import Fact, FactFilter
 from memory_adapters.operations import DEFAULT_HISTORY_LIMIT, FactChange, Writer
 
 from .ops import FACTS, HISTORY, DuplicateKey, Op, Plan, Sleep
 from .schema import check_size, text_bound
-
-_WORD = re.compile(r"\w+", re.UNICODE)
+from .terms import live as _live
+from .terms import metadata_fields, postings, where_query
 
 CAS_DEADLINE_SECONDS = 30.0
 """How long a fact write keeps retrying against other writers before it gives up."""
@@ -64,25 +64,17 @@ _FIELDS = {
     "created_at": 1,
     "updated_at": 1,
     "expires_at": 1,
+    "metadata": 1,
 }
 _STATE = {"_id": 1, "version": 1, "rev": 1, "created_at": 1, "expires_at": 1}
 _EMBEDDING = ("embed_model", "dims", "vector", "vector_field", "vectors")
 """The fields of a fact's embedding."""
+_METADATA = ("metadata", "meta")
+"""The fields of a fact's metadata."""
+_LEGACY = ("text", "words")
+"""The search fields of facts written by earlier versions, removed by any write."""
 _VECTOR_HEADER = b"\x27\x00"
 """The first bytes of a BSON binary vector of float32 (dtype 0x27, no padding)."""
-_K1 = 1.2
-_B = 0.75
-"""BM25's parameters in the word-list fallback, as SQLite's FTS5 and the in-memory store use."""
-
-
-def words(text: str) -> list[str]:
-    """The distinct lower-case words of ``text``, as the fallback search indexes them."""
-    return sorted(set(_WORD.findall(text.lower())))
-
-
-def _live(now: float) -> dict[str, Any]:
-    """Matches facts not expired at ``now`` (``$not`` also matches a null ``expires_at``)."""
-    return {"$not": {"$lte": now}}
 
 
 def _where(namespace: str, scope: str, key: str) -> dict[str, Any]:
@@ -99,6 +91,7 @@ def _fact(doc: dict[str, Any], score: float | None = None) -> Fact:
         doc["updated_at"],
         doc.get("expires_at"),
         score,
+        doc.get("metadata"),
     )
 
 
@@ -138,20 +131,21 @@ def put(
     embedding: Embedding | None = None,
     writer: Writer | None = None,
     history_limit: int = DEFAULT_HISTORY_LIMIT,
+    metadata: str | None = None,
 ) -> Plan[Fact]:
     """Create or replace a fact, with an optional compare-and-swap on its version; its
-    embedding replaces the one it had (``None``: removes it). With ``writer``, then record the
-    change in the fact's history (:func:`record`)."""
-    indexed = words(text)
-    estimate = 512 + text_bound(namespace, scope, key, data, text)
-    estimate += sum(16 + text_bound(w) for w in indexed)
+    terms, metadata and embedding replace the ones it had (``None``: removes them). With
+    ``writer``, then record the change in the fact's history (:func:`record`)."""
+    indexed = postings(text)
+    described = metadata_fields(metadata)
+    estimate = 512 + text_bound(namespace, scope, key, data) + 3 * text_bound(metadata)
+    estimate += sum(32 + 2 * text_bound(t) for t in indexed["terms"])
     fields: dict[str, Any] = {
         "data": data,
         "importance": importance,
         "expires_at": expires_at,
-        "text": text,
-        "words": indexed,
-        "length": len(_WORD.findall(text.lower())),
+        **indexed,
+        **described,
     }
     embedded = embedding_fields(embedding)
     fields.update(embedded)
@@ -185,6 +179,7 @@ def put(
             else:
                 update: dict[str, Any] = {"$set": {**fields, **state}}
                 unset = {f: "" for f in _EMBEDDING if f not in embedded}
+                unset.update({f: "" for f in _LEGACY + _METADATA if f not in fields})
                 if expires_at is None:
                     unset["expires"] = ""
                 if unset:
@@ -199,7 +194,9 @@ def put(
             if writer is not None:
                 change = (key, current + 1, "put", data, now, writer.to_json())
                 yield from record(namespace, scope, change, history_limit)
-            return Fact.from_row(key, data, current + 1, importance, created, now, expires_at)
+            return Fact.from_row(
+                key, data, current + 1, importance, created, now, expires_at, None, metadata
+            )
         yield from _backoff(deadline, key)
 
 
@@ -218,6 +215,21 @@ def list_(namespace: str, scope: str, limit: int | None) -> Plan[list[Fact]]:
         options["limit"] = limit
     docs = yield Op(FACTS, "find", (where,), options)
     return [_fact(d) for d in docs]
+
+
+def get_many(namespace: str, scope: str, keys: Sequence[str]) -> Plan[list[Fact]]:
+    """The unexpired facts of a scope under ``keys``, in that order, in one query."""
+    if not keys:
+        return []
+    where = {
+        "scope": scope,
+        "namespace": namespace,
+        "key": {"$in": list(dict.fromkeys(keys))},
+        "expires_at": _live(time.time()),
+    }
+    docs = yield Op(FACTS, "find", (where,), {"projection": _FIELDS})
+    by_key = {d["key"]: d for d in docs}
+    return [_fact(by_key[k]) for k in keys if k in by_key]
 
 
 def delete(
@@ -247,84 +259,6 @@ def delete(
                 yield from record(namespace, scope, change, history_limit)
             return live
         yield from _backoff(deadline, key)
-
-
-def search(
-    namespace: str, scope: str, terms: Sequence[str], limit: int, use_text: bool
-) -> Plan[list[Fact]]:
-    """Unexpired facts of a scope matching any of ``terms``, best first.
-
-    With ``use_text``: one ``$text`` query on the text index, ranked by the server's text
-    score. Otherwise the fallback: the facts whose word list holds any of the terms (an
-    index lookup on ``(scope, namespace, words)``), ranked here by BM25 (k1 = 1.2,
-    b = 0.75, as SQLite's FTS5 and the in-memory store rank): a term counts less each time it
-    repeats in a fact, more the rarer it is among the scope's facts, and a long fact's
-    matches count less than a short one's. The scope's fact count and average length come
-    from one aggregation over the scope (on the same index), so the fallback costs what the
-    matching facts cost plus a count of the scope. Ties go to higher importance, then the
-    most recently updated, then key order.
-    """
-    if not terms:
-        return []
-    now = time.time()
-    where: dict[str, Any] = {"scope": scope, "namespace": namespace, "expires_at": _live(now)}
-    if use_text:
-        where["$text"] = {"$search": " ".join(terms)}
-        score = {"$meta": "textScore"}
-        docs = yield Op(
-            FACTS,
-            "find",
-            (where,),
-            {
-                "projection": {**_FIELDS, "score": score},
-                "sort": [("score", score), ("importance", -1), ("updated_at", -1)],
-                "limit": limit,
-            },
-        )
-        return [_fact(d, float(d["score"])) for d in docs]
-    scope_where = dict(where)
-    where["words"] = {"$in": list(terms)}
-    docs = yield Op(FACTS, "find", (where,), {"projection": {**_FIELDS, "text": 1}})
-    if not docs:
-        return []
-    stats = yield Op(
-        FACTS,
-        "aggregate",
-        (
-            [
-                {"$match": scope_where},
-                {
-                    "$group": {
-                        "_id": None,
-                        "n": {"$sum": 1},
-                        "words": {"$sum": {"$ifNull": ["$length", {"$size": "$words"}]}},
-                    }
-                },
-            ],
-        ),
-    )
-    counted = [Counter(_WORD.findall(d["text"].lower())) for d in docs]
-    n = max(int(stats[0]["n"]), len(docs)) if stats else len(docs)
-    total = float(stats[0]["words"]) if stats else 0.0
-    avgdl = total / n if total > 0 else (sum(sum(c.values()) for c in counted) / len(docs) or 1.0)
-    idf = {}
-    for t in terms:
-        df = sum(1 for c in counted if t in c)
-        if df:
-            idf[t] = math.log((n - df + 0.5) / (df + 0.5) + 1.0)
-    scored = []
-    for d, counts in zip(docs, counted, strict=True):
-        dl = sum(counts.values())
-        norm = _K1 * (1 - _B + _B * dl / avgdl)
-        bm25 = 0.0
-        for t, weight in idf.items():
-            tf = counts.get(t, 0)
-            if tf:
-                bm25 += weight * tf * (_K1 + 1) / (tf + norm)
-        if bm25 > 0:
-            scored.append((-bm25, -float(d["importance"]), -float(d["updated_at"]), d["key"], d))
-    scored.sort(key=lambda s: s[:4])
-    return [_fact(d, -neg) for neg, _, _, _, d in scored[:limit]]
 
 
 # -- embeddings ------------------------------------------------------------------------------
@@ -376,23 +310,33 @@ def _blobs(doc: dict[str, Any], dims: int) -> list[bytes]:
 
 
 def search_vectors(
-    namespace: str, scope: str, query: Sequence[float], model: str, limit: int
+    namespace: str,
+    scope: str,
+    query: Sequence[float],
+    model: str,
+    limit: int,
+    keys: Sequence[str] | None = None,
+    filtered: FactFilter | None = None,
 ) -> Plan[list[Fact]]:
     """Exact cosine search over the scope's facts embedded by ``model`` with ``len(query)``
-    dimensions: one query on the index ``(scope, namespace, key)`` that projects only the
-    vectors and what breaks ties, ranked here (:mod:`memory_adapters.exact_vectors`: numpy
-    when importable), then one ``_id`` lookup of the winners' values. Linear in the scope's
-    embedded facts; other scopes cost nothing."""
+    dimensions (only those under ``keys``, and passing ``filtered``, when given): one query
+    on the index ``(scope, namespace, key)`` that projects only the vectors and what breaks
+    ties, ranked here (:mod:`memory_adapters.exact_vectors`: numpy when importable), then one
+    ``_id`` lookup of the winners' values. Linear in the scope's embedded facts (in ``keys``
+    when given); other scopes cost nothing."""
     dims = len(query)
-    if limit <= 0 or dims == 0:
+    if limit <= 0 or dims == 0 or (keys is not None and not keys):
         return []
-    where = {
+    where: dict[str, Any] = {
         "scope": scope,
         "namespace": namespace,
         "expires_at": _live(time.time()),
         "embed_model": model,
         "dims": dims,
+        **where_query(filtered),
     }
+    if keys is not None:
+        where["key"] = {"$in": list(dict.fromkeys(keys))}
     projection = {"_id": 1, "key": 1, "importance": 1, "updated_at": 1, "vector": 1, "vectors": 1}
     docs = yield Op(FACTS, "find", (where,), {"projection": projection})
     rows = [(i, blob) for i, d in enumerate(docs) for blob in _blobs(d, dims)]
@@ -606,17 +550,18 @@ def restore(
     history: Sequence[FactChange],
     embedding: Embedding | None,
     max_bytes: int,
+    metadata: str | None = None,
 ) -> Plan[bool]:
-    """Write ``fact`` exactly as given unless the store holds it, live, at a version at least
-    as new; then replace its history with ``history`` (given newest first)."""
-    indexed = words(text)
+    """Write ``fact`` exactly as given (its terms from ``text``, its metadata as JSON text)
+    unless the store holds it, live, at a version at least as new; then replace its history
+    with ``history`` (given newest first)."""
+    indexed = postings(text)
     fields: dict[str, Any] = {
         "data": data,
         "importance": fact.importance,
         "expires_at": fact.expires_at,
-        "text": text,
-        "words": indexed,
-        "length": len(_WORD.findall(text.lower())),
+        **indexed,
+        **metadata_fields(metadata),
         "version": fact.version,
         "created_at": fact.created_at,
         "updated_at": fact.updated_at,
@@ -625,8 +570,8 @@ def restore(
     fields.update(embedded)
     if fact.expires_at is not None:
         fields["expires"] = _expires(fact.expires_at)
-    estimate = 512 + text_bound(namespace, scope, fact.key, data, text)
-    estimate += sum(16 + text_bound(w) for w in indexed)
+    estimate = 512 + text_bound(namespace, scope, fact.key, data) + 3 * text_bound(metadata)
+    estimate += sum(32 + 2 * text_bound(t) for t in indexed["terms"])
     if embedding is not None:
         estimate += 64 + sum(32 + 4 * len(v) for v in embedding.vectors.values())
     check_size(
@@ -646,6 +591,7 @@ def restore(
             else:
                 update: dict[str, Any] = {"$set": state}
                 unset = {f: "" for f in _EMBEDDING if f not in embedded}
+                unset.update({f: "" for f in _LEGACY + _METADATA if f not in fields})
                 if fact.expires_at is None:
                     unset["expires"] = ""
                 if unset:

@@ -8,9 +8,12 @@ Indexes (all prefixed ``ma_``):
   ``ma_batches_tokens (conversation, end_tokens, first_seq)`` serves token-budget windows;
   ``ma_batches_idempotency (conversation, idempotency_key)``, partial, finds a retried batch.
 * ``ma_summaries``: unique ``(conversation, end_seq)``.
-* ``ma_facts``: unique ``(scope, namespace, key)``; a TTL index on ``expires``; the word
-  list ``(scope, namespace, words)`` for the search fallback; and, where the server has
-  it, the text index ``(scope, namespace, text)``.
+* ``ma_facts``: unique ``(scope, namespace, key)``; a TTL index on ``expires``; the
+  multikey ``ma_facts_terms (scope, namespace, terms)``, the postings keyword search reads
+  (:mod:`.terms`); ``ma_facts_stats (scope, namespace, expires_at, length)``, on which a
+  search counts the scope's facts and terms (it holds every field that count reads); and
+  ``ma_facts_legacy``, partial, holding only the facts written before the store kept terms
+  (empty once they have theirs).
 * ``ma_fact_history``: ``(scope, namespace, key, at)``, a fact's versions newest first.
 * ``ma_conversations``: only its ``_id`` (the conversation key): listing and retention read a
   key range of it (an anchored prefix) and sort that, so an append's update of the head does
@@ -20,20 +23,22 @@ Shard keys, on a sharded cluster: ``{conversation: 1}`` for ``ma_batches``,
 ``ma_conversations`` (its ``_id``) and ``ma_summaries``; ``{scope: 1}`` for ``ma_facts`` and
 ``ma_fact_history``.
 Every unique index above starts with that key, as MongoDB requires.
+
+Earlier versions searched with a text index (``ma_facts_text``) or a word list
+(``ma_facts_words``): :func:`ensure` drops both, then gives the facts written then their
+terms (:func:`.terms.backfill`).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from memory_adapters.errors import InvalidInput, StoreUnavailable, ValueTooLarge
+from memory_adapters.errors import ValueTooLarge
 
 from .ops import BATCHES, FACTS, HISTORY, SUMMARIES, Op, Plan
-
-log = logging.getLogger("memory_adapters.mongo")
+from .terms import LEGACY, backfill
 
 MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 """MongoDB's largest document (``maxBsonObjectSize``), in bytes."""
@@ -87,7 +92,17 @@ INDEXES = (
     Index(
         FACTS, [("expires", 1)], {"name": "ma_facts_ttl", "expireAfterSeconds": TTL_GRACE_SECONDS}
     ),
-    Index(FACTS, [("scope", 1), ("namespace", 1), ("words", 1)], {"name": "ma_facts_words"}),
+    Index(FACTS, [("scope", 1), ("namespace", 1), ("terms", 1)], {"name": "ma_facts_terms"}),
+    Index(
+        FACTS,
+        [("scope", 1), ("namespace", 1), ("expires_at", 1), ("length", 1)],
+        {"name": "ma_facts_stats"},
+    ),
+    Index(
+        FACTS,
+        [("updated_at", 1)],
+        {"name": "ma_facts_legacy", "partialFilterExpression": LEGACY},
+    ),
     Index(
         HISTORY,
         [("scope", 1), ("namespace", 1), ("key", 1), ("at", -1)],
@@ -95,51 +110,34 @@ INDEXES = (
     ),
 )
 
-TEXT_INDEX = Index(
-    FACTS,
-    [("scope", 1), ("namespace", 1), ("text", "text")],
-    # "none": no stemming and no stop words, so a search matches the words it was given
-    {"name": "ma_facts_text", "default_language": "none", "language_override": "ma_language"},
-)
+OBSOLETE_INDEXES = (FACTS, ("ma_facts_text", "ma_facts_words"))
+"""The indexes of earlier versions' keyword search, dropped when a store opens."""
 
 TEXT_SEARCH_MODES = ("auto", "text", "words")
+"""The values ``MongoStore(text_search=...)`` accepts, and ignores (see its docstring)."""
 
 VECTOR_SEARCH_MODES = ("exact", "atlas")
 """``exact``: cosine computed by the store over one scope's vectors (any server);
 ``atlas``: a ``$vectorSearch`` stage on an Atlas Vector Search index (see docs/mongodb.md)."""
 
 
-def ensure(text_search: str) -> Plan[bool]:
-    """Ping the server, create the indexes, and decide how facts are searched.
-
-    Returns ``True`` when ``$text`` is used. ``"auto"`` uses it when the server creates the
-    text index and answers a ``$text`` query (a real MongoDB does; mongomock and some
-    MongoDB-compatible servers do not), else the word-list fallback; ``"text"`` requires it;
-    ``"words"`` never uses it.
-    """
+def ensure() -> Plan[None]:
+    """Ping the server, create the indexes, drop the obsolete ones, and give their terms to
+    the facts written before the store kept them (:func:`.terms.backfill`). Idempotent, and
+    safe when several processes open at once."""
     yield Op("", "command", ("ping",))
     for index in INDEXES:
         yield index.op()
-    if text_search == "words":
-        return False
-    try:
-        yield TEXT_INDEX.op()
-        # No fact has an empty scope: this matches nothing, it only asks whether $text works.
-        # $text comes first, so that a fake evaluating the filter in order meets it at once.
-        yield Op(
-            FACTS, "find_one", ({"$text": {"$search": "probe"}, "scope": "", "namespace": ""},)
-        )
-    except StoreUnavailable:
-        raise
-    except Exception as exc:
-        if text_search == "text":
-            raise InvalidInput(
-                f"text_search='text', but this server cannot run $text queries: {exc}"
-            ) from exc
-        level = logging.DEBUG if isinstance(exc, NotImplementedError) else logging.WARNING
-        log.log(level, "MongoDB text search unavailable (%s); using the word-list fallback", exc)
-        return False
-    return True
+    collection, names = OBSOLETE_INDEXES
+    present = yield Op(collection, "index_information")
+    for name in names:
+        if name in present:
+            try:
+                yield Op(collection, "drop_index", (name,))
+            except Exception as exc:  # dropped meanwhile by another process: fine
+                if getattr(exc, "code", None) != 27:  # IndexNotFound
+                    raise
+    yield from backfill()
 
 
 def check_size(estimate: int, build: Callable[[], dict[str, Any]], limit: int, what: str) -> None:

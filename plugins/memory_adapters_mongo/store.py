@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from memory_adapters.embedders import Embedding
 from memory_adapters.errors import InvalidId, InvalidInput
-from memory_adapters.facts import Fact, search_text
+from memory_adapters.facts import Fact, FactFilter, index_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.operations import (
     DEFAULT_HISTORY_LIMIT,
@@ -25,10 +25,12 @@ from memory_adapters.operations import (
     FactChange,
     Writer,
 )
+from memory_adapters.ranking import TermMatches
 from memory_adapters.store import Store
 from memory_adapters.validation import MAX_INT, describe, dumps
 
 from . import facts, log, operations
+from . import terms as term_plans
 from .clients import Clients
 from .ops import Handles, Plan, run_async, run_sync
 from .schema import MAX_DOCUMENT_BYTES, TEXT_SEARCH_MODES, VECTOR_SEARCH_MODES, ensure
@@ -40,6 +42,12 @@ def _text(value: object, what: str) -> str:
     if type(value) is not str:
         raise InvalidId(f"{what} must be a str, not {type(value).__name__}")
     return value
+
+
+def _texts(values: object, what: str) -> list[str]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise InvalidInput(f"{what}s must be a sequence of str, not {type(values).__name__}")
+    return [_text(v, what) for v in values]
 
 
 def _opt_text(value: object, what: str) -> str | None:
@@ -127,8 +135,11 @@ class MongoStore(Store):
     closes it; ``async_client=`` pairs an async client with a sync ``client``. See
     :mod:`memory_adapters_mongo.clients` for which client serves which call.
 
-    ``text_search``: ``"auto"`` (``$text`` where the server supports it, else the word-list
-    fallback), ``"text"`` or ``"words"``. ``vector_search``: ``"exact"`` (cosine computed
+    Keyword search reads each scope's postings on the multikey index ``(scope, namespace,
+    terms)`` (:mod:`memory_adapters_mongo.terms`); the core ranks what it finds.
+    ``text_search`` (``"auto"``, ``"text"`` or ``"words"``) is accepted and ignored: it
+    chose between ``$text`` and a word list, which earlier versions searched with.
+    ``vector_search``: ``"exact"`` (cosine computed
     here over the scope's vectors; any server) or ``"atlas"`` (a ``$vectorSearch`` stage on
     the Atlas Vector Search index named ``atlas_index``, considering ``atlas_num_candidates``
     candidates, 20 per result by default; see docs/mongodb.md). ``client_options``: more
@@ -175,7 +186,7 @@ class MongoStore(Store):
         self.max_document_bytes = _int(max_document_bytes, "max_document_bytes")
         if self.max_document_bytes < 1024:
             raise InvalidInput(f"max_document_bytes is too small: {max_document_bytes}")
-        self.text_search = text_search
+        self.text_search = text_search  # obsolete: accepted, ignored
         self._clients = Clients(
             url,
             client=client,
@@ -186,7 +197,7 @@ class MongoStore(Store):
         )
         self.database = self._clients.database
         self._ready_lock = threading.Lock()
-        self._use_text: bool | None = None
+        self._ensured = False
         if self._clients.has_sync:
             try:
                 self._ready(self._clients.sync())
@@ -195,17 +206,19 @@ class MongoStore(Store):
                 raise
 
     @property
-    def uses_text_index(self) -> bool | None:
-        """Whether fact search runs ``$text`` queries (``None`` until the store connected)."""
-        return self._use_text
+    def uses_text_index(self) -> bool:
+        """Always ``False``: fact search no longer runs ``$text`` queries (kept for callers
+        of earlier versions)."""
+        return False
 
     # -- running plans -------------------------------------------------------------------
 
     def _ready(self, handles: Handles) -> None:
-        if self._use_text is None:
+        if not self._ensured:
             with self._ready_lock:
-                if self._use_text is None:
-                    self._use_text = run_sync(ensure(self.text_search), handles)
+                if not self._ensured:
+                    run_sync(ensure(), handles)
+                    self._ensured = True
 
     def _run(self, make: Callable[[], Plan[T]]) -> T:
         handles = self._clients.sync()
@@ -216,10 +229,9 @@ class MongoStore(Store):
         handles = await self._clients.async_handles()
         if handles is None:
             return await asyncio.to_thread(self._run, make)
-        if self._use_text is None:
-            use_text = await run_async(ensure(self.text_search), handles)
-            with self._ready_lock:
-                self._use_text = use_text
+        if not self._ensured:
+            await run_async(ensure(), handles)
+            self._ensured = True
         return await run_async(make(), handles)
 
     def close(self) -> None:
@@ -294,8 +306,10 @@ class MongoStore(Store):
         embedding: Embedding | None,
         writer: Writer | None = None,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
+        metadata: str | None = None,
     ) -> Callable[[], Plan[Fact]]:
         namespace, scope, key = self._fact_key(namespace, scope, key)
+        metadata = _opt_text(metadata, "metadata")
         writer = _writer(writer)
         history_limit = _int(history_limit, "history_limit")
         checked = _embedding(embedding)
@@ -317,6 +331,7 @@ class MongoStore(Store):
             embedding=checked,
             writer=writer,
             history_limit=history_limit,
+            metadata=metadata,
         )
 
     def _delete(
@@ -390,32 +405,60 @@ class MongoStore(Store):
             _writer(c.writer)
         emb = _embedding(embedding)
         data = dumps(fact.value)
-        text = search_text(key, fact.value)
+        if fact.metadata is not None and not isinstance(fact.metadata, dict):
+            raise InvalidInput(f"fact metadata must be a dict, not {type(fact.metadata).__name__}")
+        metadata = None if fact.metadata is None else dumps(fact.metadata, "metadata")
+        text = index_text(key, fact.value)
         return lambda: facts.restore(
-            namespace, scope, checked, data, text, changes, emb, self.max_document_bytes
+            namespace,
+            scope,
+            checked,
+            data,
+            text,
+            changes,
+            emb,
+            self.max_document_bytes,
+            metadata,
         )
 
     @staticmethod
     def _fact_key(namespace: str, scope: str, key: str) -> tuple[str, str, str]:
         return _text(namespace, "namespace"), _text(scope, "scope"), _text(key, "key")
 
-    def _search(
-        self, namespace: str, scope: str, terms: Sequence[str], limit: int
+    def _match(
+        self, namespace: str, scope: str, terms: Sequence[str], where: FactFilter | None
+    ) -> Callable[[], Plan[TermMatches]]:
+        namespace, scope, _ = self._fact_key(namespace, scope, "-")
+        checked = _texts(terms, "search term")
+        filtered = term_plans.check_where(where)
+        return lambda: term_plans.match(namespace, scope, checked, filtered)
+
+    def _get_many(
+        self, namespace: str, scope: str, keys: Sequence[str]
     ) -> Callable[[], Plan[list[Fact]]]:
-        namespace = _text(namespace, "namespace")
-        scope = _text(scope, "scope")
-        checked = [_text(t, "search term") for t in terms]
-        limit = _int(limit, "limit")
-        return lambda: facts.search(namespace, scope, checked, limit, bool(self._use_text))
+        namespace, scope, _ = self._fact_key(namespace, scope, "-")
+        checked = _texts(keys, "key")
+        return lambda: facts.get_many(namespace, scope, checked)
 
     def _search_vectors(
-        self, namespace: str, scope: str, vector: Sequence[float], model: str, limit: int
+        self,
+        namespace: str,
+        scope: str,
+        vector: Sequence[float],
+        model: str,
+        limit: int,
+        keys: Sequence[str] | None = None,
+        where: FactFilter | None = None,
     ) -> Callable[[], Plan[list[Fact]]]:
         namespace, scope, _ = self._fact_key(namespace, scope, "-")
         query = _floats(vector, "vector")
         model = _text(model, "model")
         limit = _int(limit, "limit")
-        if self.vector_search == "atlas":
+        chosen = None if keys is None else _texts(keys, "key")
+        filtered = term_plans.check_where(where)
+        if self.vector_search == "atlas" and chosen is None and filtered is None:
+            # Atlas pre-filters only on the fields its index declares: within keys or a
+            # filter, the exact path ranks the (few, or filtered) candidates itself
             return lambda: facts.atlas_search(
                 namespace,
                 scope,
@@ -425,7 +468,7 @@ class MongoStore(Store):
                 index=self.atlas_index,
                 num_candidates=self.atlas_num_candidates,
             )
-        return lambda: facts.search_vectors(namespace, scope, query, model, limit)
+        return lambda: facts.search_vectors(namespace, scope, query, model, limit, chosen, filtered)
 
     def _to_embed(
         self, namespace: str, scope: str, model: str, limit: int
@@ -518,6 +561,7 @@ class MongoStore(Store):
         embedding: Embedding | None = None,
         writer: Writer | None = None,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
+        metadata: str | None = None,
     ) -> Fact:
         return self._run(
             self._put_fact(
@@ -532,6 +576,7 @@ class MongoStore(Store):
                 embedding,
                 writer,
                 history_limit,
+                metadata,
             )
         )
 
@@ -558,10 +603,20 @@ class MongoStore(Store):
             self._delete(namespace, scope, key, expected_version, writer, history_limit)
         )
 
-    def search_facts(
-        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
-    ) -> list[Fact]:
-        return self._run(self._search(namespace, scope, terms, limit))
+    def match_terms(
+        self,
+        namespace: str,
+        scope: str,
+        terms: Sequence[str],
+        *,
+        where: FactFilter | None = None,
+    ) -> TermMatches:
+        """One aggregation counting the scope, and one query of its postings on the multikey
+        index ``(scope, namespace, terms)`` (:func:`.terms.match`)."""
+        return self._run(self._match(namespace, scope, terms, where))
+
+    def get_facts(self, namespace: str, scope: str, keys: Sequence[str]) -> list[Fact]:
+        return self._run(self._get_many(namespace, scope, keys))
 
     def _scopes(
         self, namespace: str, prefix: str, limit: int | None
@@ -584,10 +639,13 @@ class MongoStore(Store):
         *,
         model: str,
         limit: int = 10,
+        keys: Sequence[str] | None = None,
+        where: FactFilter | None = None,
     ) -> list[Fact]:
         """Exact cosine over the scope's vectors (:func:`.facts.search_vectors`), or Atlas
-        Vector Search with ``vector_search="atlas"`` (:func:`.facts.atlas_search`)."""
-        return self._run(self._search_vectors(namespace, scope, vector, model, limit))
+        Vector Search with ``vector_search="atlas"`` (:func:`.facts.atlas_search`) when
+        neither ``keys`` nor ``where`` restricts the candidates."""
+        return self._run(self._search_vectors(namespace, scope, vector, model, limit, keys, where))
 
     def facts_to_embed(
         self, namespace: str, scope: str, model: str, *, limit: int = 256
@@ -690,6 +748,7 @@ class MongoStore(Store):
         embedding: Embedding | None = None,
         writer: Writer | None = None,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
+        metadata: str | None = None,
     ) -> Fact:
         return await self._arun(
             self._put_fact(
@@ -704,6 +763,7 @@ class MongoStore(Store):
                 embedding,
                 writer,
                 history_limit,
+                metadata,
             )
         )
 
@@ -732,10 +792,18 @@ class MongoStore(Store):
             self._delete(namespace, scope, key, expected_version, writer, history_limit)
         )
 
-    async def asearch_facts(
-        self, namespace: str, scope: str, terms: Sequence[str], *, limit: int = 10
-    ) -> list[Fact]:
-        return await self._arun(self._search(namespace, scope, terms, limit))
+    async def amatch_terms(
+        self,
+        namespace: str,
+        scope: str,
+        terms: Sequence[str],
+        *,
+        where: FactFilter | None = None,
+    ) -> TermMatches:
+        return await self._arun(self._match(namespace, scope, terms, where))
+
+    async def aget_facts(self, namespace: str, scope: str, keys: Sequence[str]) -> list[Fact]:
+        return await self._arun(self._get_many(namespace, scope, keys))
 
     async def alist_fact_scopes(
         self, namespace: str, prefix: str, *, limit: int | None = None
@@ -750,8 +818,12 @@ class MongoStore(Store):
         *,
         model: str,
         limit: int = 10,
+        keys: Sequence[str] | None = None,
+        where: FactFilter | None = None,
     ) -> list[Fact]:
-        return await self._arun(self._search_vectors(namespace, scope, vector, model, limit))
+        return await self._arun(
+            self._search_vectors(namespace, scope, vector, model, limit, keys, where)
+        )
 
     async def afacts_to_embed(
         self, namespace: str, scope: str, model: str, *, limit: int = 256

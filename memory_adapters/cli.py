@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -36,7 +35,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from .errors import MemoryAdaptersError, TokenCountWarning, Unsupported
+from .errors import MemoryAdaptersError, Unsupported
 from .plugins import PluginManager
 
 if TYPE_CHECKING:
@@ -334,12 +333,10 @@ def _doctor_checks(runtime: Runtime) -> list[Check]:
             checks.append(Check("vector search", False, f"{type(exc).__name__}: {exc}"))
         from . import tokens
 
-        with warnings.catch_warnings(record=True) as caught:  # said on the line instead
-            warnings.simplefilter("always", TokenCountWarning)
-            enc = tokens.encoding(memory.model)
+        enc = tokens.encoding(memory.model)
         why = 'approximate counts: pip install "memory-adapters[offline]"'
-        if caught:
-            why = " ".join(str(caught[0].message).split())
+        if tokens.unavailable():
+            why = " ".join(str(tokens.unavailable()).split())
         if enc is not None:
             wanted = tokens.encoding_name(memory.model)
             found = f"tiktoken {enc.name}"

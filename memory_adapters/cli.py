@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -36,12 +35,12 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from .errors import MemoryAdaptersError, TokenCountWarning, Unsupported
+from .errors import MemoryAdaptersError, Unsupported
 from .plugins import PluginManager
 
 if TYPE_CHECKING:
     from .memory import Memory
-    from .messages import Record
+    from .messages import Message, Record
     from .store import Store
 
 DISTRIBUTION = "memory-adapters"
@@ -280,15 +279,44 @@ _FULL_TEXT = {
 }
 
 
-def _schema_version(store: Store) -> str:
+def _stored_version(store: Store) -> int | None:
+    """The schema version the store's database records, where the doctor can read it (SQLite:
+    ``PRAGMA user_version``, on the store's own connection)."""
+    connection = getattr(store, "_connection", None)
+    if store.scheme != "sqlite" or not callable(connection):
+        return None
+    with connection() as db:
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def _schema_check(store: Store) -> Check:
+    """Whether the store's schema is the one this version uses, said plainly."""
     check = getattr(store, "check", None)
     if callable(check):  # PostgreSQL: the version the schema is at, and the role's grants
-        return f"{check()}"
+        return Check("schema version", True, f"{check()}, the one this version uses: OK")
     module = sys.modules.get(type(store).__module__)
     wanted = getattr(module, "SCHEMA_VERSION", None)
-    if isinstance(wanted, int):
-        return f"{wanted} (upgraded when the store opens)"
-    return "not versioned (nothing to migrate)"
+    if not isinstance(wanted, int):
+        return Check("schema version", True, "not versioned (nothing to migrate)")
+    found = _stored_version(store)
+    if found is None:
+        return Check("schema version", True, f"{wanted} (upgraded when the store opens)")
+    if found == wanted:  # opening the store upgraded an older one
+        return Check("schema version", True, f"{found}, the one this version uses: OK")
+    if found > wanted:
+        return Check(
+            "schema version",
+            False,
+            f"{found}, newer than the {wanted} this version uses: upgrade memory-adapters to "
+            "use this database",
+        )
+    return Check(
+        "schema version",
+        False,
+        f"{found}, older than the {wanted} this version uses, and opening the store did not "
+        "upgrade it",
+    )
 
 
 def _doctor_checks(runtime: Runtime) -> list[Check]:
@@ -309,7 +337,7 @@ def _doctor_checks(runtime: Runtime) -> list[Check]:
             return checks
         checks.append(Check("store", True, f"{type(store).__name__} answers"))
         try:
-            checks.append(Check("schema version", True, _schema_version(store)))
+            checks.append(_schema_check(store))
         except Exception as exc:
             checks.append(Check("schema version", False, f"{type(exc).__name__}: {exc}"))
         try:
@@ -332,12 +360,10 @@ def _doctor_checks(runtime: Runtime) -> list[Check]:
             checks.append(Check("vector search", False, f"{type(exc).__name__}: {exc}"))
         from . import tokens
 
-        with warnings.catch_warnings(record=True) as caught:  # said on the line instead
-            warnings.simplefilter("always", TokenCountWarning)
-            enc = tokens.encoding(memory.model)
+        enc = tokens.encoding(memory.model)
         why = 'approximate counts: pip install "memory-adapters[offline]"'
-        if caught:
-            why = " ".join(str(caught[0].message).split())
+        if tokens.unavailable():
+            why = " ".join(str(tokens.unavailable()).split())
         if enc is not None:
             wanted = tokens.encoding_name(memory.model)
             found = f"tiktoken {enc.name}"
@@ -553,6 +579,22 @@ def _compact(value: Any, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text) - limit} more)"
 
 
+_CONVERSATION_STORE_LINKS = ("entry", "parent", "parent_at")
+"""What pydantic-ai's ``ConversationStore`` backend records on the head of each entry."""
+
+
+def _shown_meta(m: Message) -> dict[str, Any]:
+    """A message's ``meta`` as ``show`` prints it: without the adapters' bookkeeping (the key
+    named after the message's framework, ``{"pydantic_ai": {"part": 0, "of": 1}}``, and the
+    ``ConversationStore`` backend's links between entries). ``--json`` prints all of it."""
+    if not m.framework:
+        return m.meta
+    hidden = {m.framework, m.framework.replace("-", "_")}
+    if m.framework == "pydantic-ai":
+        hidden.update(_CONVERSATION_STORE_LINKS)
+    return {k: v for k, v in m.meta.items() if k not in hidden}
+
+
 def _render(record: Record) -> Text:
     m = record.message
     head = Text()
@@ -566,8 +608,9 @@ def _render(record: Record) -> Text:
     head.append(f"  {_when(record.created_at)}", style="dim")
     if m.framework:
         head.append(f"  {m.framework}", style="dim")
-    if m.meta:
-        head.append(f"  {json.dumps(m.meta, ensure_ascii=False)}", style="dim")
+    meta = _shown_meta(m)
+    if meta:
+        head.append(f"  {json.dumps(meta, ensure_ascii=False)}", style="dim")
     lines = [head]
     if m.text:
         lines.append(Text("  " + m.text.replace("\n", "\n  ")))
@@ -747,12 +790,22 @@ def import_(ctx: click.Context, source: str, as_json: bool) -> None:
 
 def _report(runtime: Runtime, verb: str, counts: Any, as_json: bool) -> None:
     data = asdict(counts)
-    if verb == "exported":  # what an import found already there
-        data = {k: v for k, v in data.items() if not k.startswith("skipped_")}
+    skipped = {k.removeprefix("skipped_"): v for k, v in data.items() if k.startswith("skipped_")}
+    data = {k: v for k, v in data.items() if not k.startswith("skipped_")}
     if as_json:
-        click.echo(json.dumps(data), err=True)
-    else:
-        runtime.err().print(f"{verb}: " + ", ".join(f"{v:,} {k}" for k, v in data.items()))
+        click.echo(json.dumps(data if verb == "exported" else asdict(counts)), err=True)
+        return
+    said = f"{verb}: " + ", ".join(f"{v:,} {k}" for k, v in data.items())
+    if verb == "imported" and any(skipped.values()):  # what the store held already
+        held = ", ".join(f"{v:,} {k}" for k, v in skipped.items())
+        if not (data["batches"] or data["facts"] or data["history"]):
+            said = (
+                "nothing imported: the store held all of it already "
+                f"({data['conversations']:,} conversations: {held})"
+            )
+        else:
+            said += f"; already in the store, skipped: {held}"
+    runtime.err().print(said)
 
 
 # -- prune, erase -----------------------------------------------------------------------------

@@ -161,7 +161,9 @@ class PluginWarning(MemoryAdaptersWarning):
 
 
 class TokenCountWarning(MemoryAdaptersWarning):
-    """No tiktoken encoding could be loaded; token counts are approximate."""
+    """Token counts are approximate, for token counters of plugins to issue. The built-in
+    counter does not: where no tiktoken encoding loads it logs one line at INFO
+    (:mod:`memory_adapters.tokens`)."""
 
 
 class HookErrorWarning(MemoryAdaptersWarning):

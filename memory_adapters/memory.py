@@ -27,7 +27,7 @@ from .plugins import PluginManager
 from .scope import Scope, Session
 from .steps import Plan, drive_async, drive_sync
 from .store import Store
-from .summaries import LEASE_SECONDS, Summaries, Summarizer
+from .summaries import CLOSE_TIMEOUT_SECONDS, LEASE_SECONDS, Summaries, Summarizer
 from .tools import MemoryTools
 from .validation import MAX_TURN_BYTES, check_bool, check_model, check_positive_int
 from .working import WorkingMemory
@@ -393,16 +393,18 @@ class Memory:
         """Async :meth:`count_tokens`."""
         return await self.hooks.count_tokens_async(_texts(texts), check_model(model) or self.model)
 
-    def close(self) -> None:
-        """Wait for the summaries under way (if any), then close the store."""
+    def close(self, timeout: float | None = CLOSE_TIMEOUT_SECONDS) -> None:
+        """Wait for the summaries under way (if any), at most ``timeout`` seconds (``None``: as
+        long as they take), then close the store. The summaries still unfinished then are
+        abandoned, not stored, and named in a :class:`~memory_adapters.SummaryWarning`."""
         if self.summaries is not None:
-            self.summaries.close()
+            self.summaries.close(timeout)
         self.store.close()
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout: float | None = CLOSE_TIMEOUT_SECONDS) -> None:
         """Async :meth:`close`."""
         if self.summaries is not None:
-            await asyncio.to_thread(self.summaries.close)
+            await asyncio.to_thread(self.summaries.close, timeout)
         await self.store.aclose()
 
     def __enter__(self) -> Memory:

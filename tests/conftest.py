@@ -6,7 +6,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -43,6 +43,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 REQUIRE_POSTGRES = "MEMORY_ADAPTERS_REQUIRE_POSTGRES"
 
+SERVERS_NEEDED = (
+    "the full suite needs PostgreSQL and PgBouncer installed (the tests start their own): "
+    "apt-get install postgresql pgbouncer"
+)
+"""Said in every skip for want of a server, as in the README."""
+
+
+def _unavailable(what: str, exc: Exception, require: str, needed: str = SERVERS_NEEDED) -> NoReturn:
+    """Skip for want of ``what`` saying what to install, or fail where ``require`` is set."""
+    message = f"no {what} could be started: {exc}; {needed}"
+    if os.environ.get(require) == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
@@ -63,9 +77,7 @@ def postgres_url() -> Iterator[str]:
         server.start()
     except PostgresUnavailable as exc:
         server.cleanup()
-        if os.environ.get(REQUIRE_POSTGRES) == "1":
-            pytest.fail(f"no PostgreSQL server could be started: {exc}")
-        pytest.skip(f"no PostgreSQL server could be started: {exc}")
+        _unavailable("PostgreSQL server", exc, REQUIRE_POSTGRES)
     try:
         yield server.url
     finally:
@@ -93,9 +105,7 @@ def pgbouncer_url(postgres_url: str) -> Iterator[str]:
         bouncer.start()
     except PostgresUnavailable as exc:
         bouncer.cleanup()
-        if os.environ.get(REQUIRE_POSTGRES) == "1":
-            pytest.fail(f"no PgBouncer could be started: {exc}")
-        pytest.skip(f"no PgBouncer could be started: {exc}")
+        _unavailable("PgBouncer", exc, REQUIRE_POSTGRES)
     try:
         yield bouncer.url_for(parts.path.lstrip("/")) + "?pgbouncer=true"
     finally:
@@ -130,9 +140,12 @@ def pgvector_url() -> Iterator[str]:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except (PostgresUnavailable, OSError) as exc:
         server.cleanup()
-        if os.environ.get(REQUIRE_PGVECTOR) == "1":
-            pytest.fail(f"no PostgreSQL server with pgvector could be started: {exc}")
-        pytest.skip(f"no PostgreSQL server with pgvector could be started: {exc}")
+        _unavailable(
+            "PostgreSQL server with pgvector",
+            exc,
+            REQUIRE_PGVECTOR,
+            'it comes from the pgserver wheel of the dev extra: pip install -e ".[dev]"',
+        )
     try:
         yield server.url
     finally:
@@ -153,9 +166,7 @@ def postgres_password_server() -> Iterator[Any]:
         server.start()
     except PostgresUnavailable as exc:
         server.cleanup()
-        if os.environ.get(REQUIRE_POSTGRES) == "1":
-            pytest.fail(f"no PostgreSQL server could be started: {exc}")
-        pytest.skip(f"no PostgreSQL server could be started: {exc}")
+        _unavailable("PostgreSQL server", exc, REQUIRE_POSTGRES)
     try:
         yield server
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -34,10 +35,10 @@ from memory_adapters.store import Store
 class KeptOpen(Memory):
     """A ``Memory`` over the test's store that the command's ``with`` does not close."""
 
-    def close(self) -> None:
+    def close(self, timeout: float | None = None) -> None:
         pass
 
-    async def aclose(self) -> None:
+    async def aclose(self, timeout: float | None = None) -> None:
         pass
 
 
@@ -186,6 +187,72 @@ def test_doctor_without_a_tokenizer_still_passes(monkeypatch: pytest.MonkeyPatch
     [check] = [c for c in json.loads(result.stdout)["checks"] if c["name"] == "tokenizer"]
     assert check["ok"] is False and check["required"] is False
     assert "memory-adapters[offline]" in check["detail"]
+
+
+def test_doctor_says_plainly_whether_the_sqlite_schema_is_ok(tmp_path: Path) -> None:
+    from memory_adapters_sqlite.store import SCHEMA_VERSION
+
+    path = tmp_path / "m.db"
+    url = f"sqlite:///{path}"
+    ok = CliRunner().invoke(app, ["--url", url, "doctor"])
+    assert ok.exit_code == 0, ok.output
+    [line] = [line for line in ok.stdout.splitlines() if "schema version" in line]
+    assert line == f"ok schema version: {SCHEMA_VERSION}, the one this version uses: OK", line
+    with sqlite3.connect(path) as db:  # a database a newer memory-adapters wrote
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    newer = CliRunner().invoke(app, ["--url", url, "doctor", "--json"])
+    assert newer.exit_code == 1, newer.output
+    [check] = [c for c in json.loads(newer.stdout)["checks"] if c["name"] == "schema version"]
+    assert check["ok"] is False
+    assert check["detail"] == (
+        f"{SCHEMA_VERSION + 1}, newer than the {SCHEMA_VERSION} this version uses: "
+        "upgrade memory-adapters to use this database"
+    )
+
+
+def test_show_hides_the_adapters_bookkeeping() -> None:
+    memory = Memory("memory://", embed=False)
+    part = {"pydantic_ai": {"part": 0, "of": 1}}
+    with memory.session(user_id="ann", conversation_id="c"):
+        memory.conversation.append(
+            [
+                Message(role="user", text="hi", framework="pydantic-ai", meta=part),
+                Message(
+                    role="assistant",
+                    text="hello",
+                    framework="pydantic-ai",
+                    meta={**part, "entry": "e-1", "parent": None, "failed": True},
+                ),
+                Message(role="assistant", text="mine", meta={"note": "the application's own"}),
+            ]
+        )
+    shown = cli(memory, "show", "default:ann:c")
+    assert shown.exit_code == 0, shown.output
+    out = shown.stdout
+    assert "part" not in out and "pydantic_ai" not in out and "e-1" not in out, out
+    assert '{"failed": true}' in out  # what the run did is not bookkeeping
+    assert '{"note": "the application\'s own"}' in out
+    as_json = json.loads(cli(memory, "show", "default:ann:c", "--json").stdout)
+    assert as_json[1]["message"]["meta"]["pydantic_ai"] == {"part": 0, "of": 1}  # all of it
+
+
+def test_a_repeated_import_says_it_skipped_everything(tmp_path: Path) -> None:
+    src, dst = Memory("memory://", embed=False), Memory("memory://", embed=False)
+    seed(src, "ann", conversations=1, turns=2)
+    path = tmp_path / "export.jsonl"
+    assert cli(src, "export", "-o", str(path)).exit_code == 0
+    first = cli(dst, "import", str(path))
+    assert first.exit_code == 0, first.output
+    said = " ".join(first.stderr.split())
+    assert "imported: 1 conversations, 2 batches, 8 messages, 5 facts" in said, said
+    assert "already" not in said
+    again = cli(dst, "import", str(path))
+    assert again.exit_code == 0, again.output
+    said = " ".join(again.stderr.split())
+    assert "imported: 1" not in said, said
+    assert said.endswith(
+        "nothing imported: the store held all of it already (1 conversations: 2 batches, 5 facts)"
+    ), said
 
 
 def test_doctor_fails_on_a_store_it_cannot_open(tmp_path: Path) -> None:

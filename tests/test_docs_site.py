@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,57 @@ def test_every_page_is_in_the_navigation(site: Path) -> None:
     for page in listed:
         stem = page.removesuffix(".md").removesuffix("index").rstrip("/")
         assert (site / stem / "index.html").exists(), f"{page} was not built"
+
+
+RECIPE_EXAMPLE = re.compile(r"python (examples/\w+\.py)")
+
+
+def _code_text(page: str) -> str:
+    """The text of a built page's code blocks, highlighting markup removed."""
+
+    class Code(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.depth = 0
+            self.parts: list[str] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "code":
+                self.depth += 1
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag == "code" and self.depth:
+                self.depth -= 1
+                self.parts.append("\n")
+
+        def handle_data(self, data: str) -> None:
+            if self.depth:
+                self.parts.append(data)
+
+    parser = Code()
+    parser.feed(page)
+    return "".join(parser.parts)
+
+
+def test_every_recipe_page_shows_the_code_of_its_example(site: Path) -> None:
+    """A recipe page that runs ``python examples/X.py`` includes X's code at build time
+    (``--8<-- "examples/X.py"``, pymdownx.snippets); the built page holds every line of it.
+
+    The include sits between ``<!-- fmt: off -->`` and ``<!-- fmt: on -->``: ``ruff format``
+    formats Python blocks in Markdown and would turn it into ``--8 < --"examples/X.py"``,
+    which the site shows as that literal line."""
+    checked = []
+    for source in sorted((ROOT / "docs" / "recipes").glob("*.md")):
+        text = source.read_text("utf-8")
+        assert "--8 <" not in text, f"{source.name}: a mangled snippet include"
+        match = RECIPE_EXAMPLE.search(text)
+        if not match:
+            continue
+        example = (ROOT / match.group(1)).read_text("utf-8")
+        built = (site / "recipes" / source.stem / "index.html").read_text("utf-8")
+        code = _code_text(built)
+        missing = [line for line in example.splitlines() if line.strip() not in code]
+        assert not missing, f"{source.name} does not show {match.group(1)}: {missing[:3]}"
+        assert "--8<--" not in code, f"{source.name} shows a snippet include line"
+        checked.append(source.name)
+    assert len(checked) >= 6, checked

@@ -166,3 +166,31 @@ def test_importing_the_core_or_the_adapter_modules_imports_no_framework() -> Non
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("blocked", "installed"),
+    [
+        (["langchain", "langchain_core", "langgraph"], "pydantic-ai"),
+        (["pydantic_ai"], "langchain"),
+        (["pydantic_ai", "langchain", "langchain_core", "langgraph"], "none"),
+    ],
+    ids=["no-langchain", "no-pydantic-ai", "neither"],
+)
+def test_no_adapter_names_only_the_adapters_installed(blocked: list[str], installed: str) -> None:
+    result = run_without(
+        blocked,
+        """
+        from memory_adapters import Memory, NoAdapter
+        memory = Memory("memory://", embed=False)
+        print(",".join(memory.adapters) or "none")
+        try:
+            memory.wrap(object())
+        except NoAdapter as exc:
+            print(exc)
+        """,
+    )
+    assert result.returncode == 0, result.stderr
+    adapters, message = result.stdout.strip().splitlines()
+    assert adapters == installed
+    assert f"installed adapters: {installed}. Install one with" in message, message

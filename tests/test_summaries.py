@@ -10,6 +10,8 @@ import json
 import subprocess
 import sys
 import threading
+import time
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -457,6 +459,69 @@ def test_a_slow_summarizer_never_delays_a_run() -> None:
         window = memory.conversation.window()
         assert window.summary is not None and window.summary.text == "late but good"
         assert window.messages()[0].text == SUMMARY_PREFIX + "late but good"
+    memory.close()
+
+
+def test_close_gives_up_on_a_hung_summarizer_and_names_what_it_abandoned(tmp_path: Path) -> None:
+    entered, release = threading.Event(), threading.Event()
+
+    def hung(previous: str | None, messages: list[Message]) -> str:
+        entered.set()
+        release.wait()  # set only after close() returned
+        return "too late"
+
+    url = f"sqlite:///{tmp_path / 'hung.db'}"
+    memory = Memory(url, history_tokens=BUDGET, summary_tokens=SUMMARY, summarizer=hung)
+    agent = memory.wrap(Agent(FunctionModel(lambda m, i: ModelResponse([TextPart("ok " * 10)]))))
+    for conversation in ("hung-a", "hung-b"):  # a's summary hangs; b's waits behind it
+        with memory.session(conversation_id=conversation):
+            for i in range(40):
+                agent.run_sync(f"turn {i}: " + "words " * 6)
+        assert entered.wait(10)
+    closed = threading.Event()
+    caught: list[warnings.WarningMessage] = []
+
+    def close() -> None:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            memory.close(timeout=0.5)
+        caught.extend(seen)
+        closed.set()
+
+    threading.Thread(target=close, daemon=True).start()
+    try:
+        assert closed.wait(10), "Memory.close() waited on the hung summarizer"
+    finally:
+        release.set()
+    [warning] = [w for w in caught if issubclass(w.category, SummaryWarning)]
+    text = str(warning.message)
+    assert "abandoned 2 summaries" in text and ".hung'" in text, text
+    assert "hung-a (seqs" in text and "hung-b (seqs" in text, text
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the hung call's late answer is dropped, not an error
+        time.sleep(0.3)
+    with Memory(url, history_tokens=BUDGET, summary_tokens=SUMMARY) as reopened:
+        for conversation in ("hung-a", "hung-b"):
+            with reopened.session(conversation_id=conversation):
+                assert reopened.conversation.window().summary is None  # nothing half-stored
+
+
+def test_close_without_a_timeout_waits_for_the_summaries() -> None:
+    def slowish(previous: str | None, messages: list[Message]) -> str:
+        time.sleep(0.5)
+        return "waited for"
+
+    memory = Memory("memory://", history_tokens=BUDGET, summary_tokens=SUMMARY, summarizer=slowish)
+    agent = memory.wrap(Agent(FunctionModel(lambda m, i: ModelResponse([TextPart("ok " * 10)]))))
+    with memory.session(conversation_id="slowish"):
+        for i in range(40):
+            agent.run_sync(f"turn {i}: " + "words " * 6)
+    summaries = memory.summaries
+    assert summaries is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert summaries.close(timeout=None) == []
+    assert summaries.calls == 1 and summaries.failures == 0
     memory.close()
 
 

@@ -27,6 +27,7 @@ Loading it never imports LangChain; the names below import it when first used:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -81,10 +82,21 @@ def __getattr__(name: str) -> Any:
     return getattr(loaded, name)
 
 
+def _missing(module: str) -> bool:
+    """Whether ``module`` cannot be imported here."""
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):  # ValueError: blocked with sys.modules[module] = None
+        return True
+
+
 @hookimpl(trylast=True)
 def register_adapters(register: Any) -> None:
-    """Register the LangChain adapter (``trylast``: a plugin may replace it)."""
-    register(LangChainAdapter())
+    """Register the LangChain adapter where LangChain and LangGraph are installed (the
+    ``langchain`` extra), so that ``memory.adapters`` and ``NoAdapter`` name only adapters that
+    can wrap something (``trylast``: a plugin may replace it)."""
+    if not (_missing("langchain_core") or _missing("langgraph")):
+        register(LangChainAdapter())
 
 
 @hookimpl

@@ -82,8 +82,11 @@ def _missing(module: str) -> bool:
 
 @hookimpl(trylast=True)
 def register_adapters(register: Any) -> None:
-    """Register the pydantic-ai adapter (``trylast``: a plugin may replace it)."""
-    register(PydanticAIAdapter())
+    """Register the pydantic-ai adapter where pydantic-ai is installed (the ``pydantic-ai``
+    extra), so that ``memory.adapters`` and ``NoAdapter`` name only adapters that can wrap
+    something (``trylast``: a plugin may replace it)."""
+    if not _missing("pydantic_ai"):
+        register(PydanticAIAdapter())
 
 
 @hookimpl

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -30,9 +31,25 @@ def cache_dir() -> Path:
     return Path(root) / "wordllama"
 
 
-def _prepare(directory: Path) -> Path:
-    import wordllama
+def _import_wordllama() -> Any:
+    """``wordllama``, imported with the root logger left as the application set it: WordLlama's
+    ``__init__`` (and its ``inference`` module) call ``logging.basicConfig(level=INFO)``, which,
+    on an application that configured no logging, adds a stderr handler at INFO to the root
+    logger and so prints every library's INFO lines from then on."""
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        import wordllama
+    finally:
+        for handler in root.handlers:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+    return wordllama
 
+
+def _prepare(directory: Path) -> Path:
+    wordllama = _import_wordllama()
     bundled = Path(wordllama.__file__).parent / "tokenizers" / TOKENIZER
     target = directory / "tokenizers" / TOKENIZER
     if not target.exists():
@@ -48,7 +65,7 @@ def load() -> Any:
     global _model
     with _lock:
         if _model is None:
-            from wordllama import WordLlama
+            WordLlama = _import_wordllama().WordLlama
 
             try:
                 directory = _prepare(cache_dir())

@@ -190,7 +190,7 @@ def test_doctor_without_a_tokenizer_still_passes(monkeypatch: pytest.MonkeyPatch
 
 
 def test_doctor_says_plainly_whether_the_sqlite_schema_is_ok(tmp_path: Path) -> None:
-    from memory_adapters_sqlite.store import SCHEMA_VERSION
+    from memory_adapters_sqlite.schema import SCHEMA_VERSION
 
     path = tmp_path / "m.db"
     url = f"sqlite:///{path}"

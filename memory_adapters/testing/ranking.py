@@ -342,7 +342,8 @@ class RankingProperties:
         try:
             for query in queries:
                 for mode in ("keyword", "semantic", "hybrid"):
-                    for where in ({}, {"filter": {"kind": "a"}}):
+                    wheres: list[dict[str, Any]] = [{}, {"filter": {"kind": "a"}}]
+                    for where in wheres:
                         found: list[list[Fact]] = []
                         for memory in memories:
                             with memory.session(user_id=user, namespace=namespace):

@@ -177,6 +177,9 @@ class _ScopeFacts(dict[str, _FactRow]):
                     del self.postings[term]
 
 
+_NO_FACTS = _ScopeFacts()
+"""What a read of a scope holding no facts sees (never written to)."""
+
 _stores: weakref.WeakSet[InMemoryStore] = weakref.WeakSet()
 """Every store of the process, for :func:`_after_fork`."""
 
@@ -409,14 +412,14 @@ class InMemoryStore(Store):
         self._check_open()
         now = time.time()
         with self._lock:
-            row = self._facts.get((namespace, scope), {}).get(key)
+            row = self._facts.get((namespace, scope), _NO_FACTS).get(key)
             return row.fact(key) if row is not None and row.live(now) else None
 
     def list_facts(self, namespace: str, scope: str, *, limit: int | None = None) -> list[Fact]:
         self._check_open()
         now = time.time()
         with self._lock:
-            rows = sorted(self._facts.get((namespace, scope), {}).items())
+            rows = sorted(self._facts.get((namespace, scope), _NO_FACTS).items())
             out = [row.fact(key) for key, row in rows if row.live(now)]
         return out if limit is None else out[:limit]
 
@@ -433,7 +436,7 @@ class InMemoryStore(Store):
         self._check_open()
         now = time.time()
         with self._lock:
-            facts = self._facts.get((namespace, scope), {})
+            facts = self._facts.get((namespace, scope), _NO_FACTS)
             row = facts.get(key)
             live = row is not None and row.live(now)
             if expected_version is not None:
@@ -482,7 +485,7 @@ class InMemoryStore(Store):
         self._check_open()
         now = time.time()
         with self._lock:
-            facts = self._facts.get((namespace, scope), {})
+            facts = self._facts.get((namespace, scope), _NO_FACTS)
             rows = ((k, facts.get(k)) for k in keys)
             return [row.fact(k) for k, row in rows if row is not None and row.live(now)]
 
@@ -501,7 +504,7 @@ class InMemoryStore(Store):
         now = time.time()
         query = [float(x) for x in vector]
         with self._lock:
-            facts = self._facts.get((namespace, scope), {})
+            facts = self._facts.get((namespace, scope), _NO_FACTS)
             if keys is None:
                 chosen: Iterable[tuple[str, _FactRow]] = facts.items()
             else:
@@ -532,7 +535,7 @@ class InMemoryStore(Store):
         self._check_open()
         now = time.time()
         with self._lock:
-            facts = self._facts.get((namespace, scope), {})
+            facts = self._facts.get((namespace, scope), _NO_FACTS)
             stale = sorted(
                 key
                 for key, row in facts.items()
@@ -546,7 +549,7 @@ class InMemoryStore(Store):
         self._check_open()
         now = time.time()
         with self._lock:
-            row = self._facts.get((namespace, scope), {}).get(key)
+            row = self._facts.get((namespace, scope), _NO_FACTS).get(key)
             if row is None or not row.live(now) or row.version != version:
                 return False
             row.embed(embedding)

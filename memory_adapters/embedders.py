@@ -98,6 +98,12 @@ class Embedder:
     name: str = "embedder"
     """The model's name, stored with each vector."""
 
+    min_similarity: float | None = None
+    """The cosine similarity below which a text and a query are unrelated, for this model
+    (calibrated per model: each has its own scale), or ``None`` when unknown. The memory
+    tools' relevance floor is drawn from it (:attr:`MemoryTools.min_score
+    <memory_adapters.tools.MemoryTools.min_score>`)."""
+
     def embed(self, texts: list[str], input_type: InputType = "document") -> list[list[float]]:
         """One vector per text, in order."""
         raise NotImplementedError

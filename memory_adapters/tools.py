@@ -57,14 +57,19 @@ _SEARCH_TAIL = (
     "last updated), or none when nothing saved is relevant."
 )
 
-TOOL_MIN_SCORE = 0.25
-"""The relevance floor of the ``search_memory`` tool when the memory searches by meaning
-(hybrid scores, 0 to 1): a fact scoring less is not shown to the model, so that a question
-about something never saved gets no facts rather than the least unrelated ones. Calibrated on
-``benchmarks/recall.py``'s conversations: it keeps recall@5 of questions about saved facts
-(0.80 either way) and answers most questions about anything else (general knowledge, other
-people) with nothing. Keyword search (no embedder) needs none: it finds only facts sharing a
-word with the question. Change it per memory with ``memory.tools.min_score``."""
+
+def tool_min_score(memory: Memory) -> float | None:
+    """The ``search_memory`` tool's default relevance floor, on the hybrid scale: a fact that
+    shares no word with the question must be at least as similar as the embedder's
+    :attr:`~memory_adapters.embedders.Embedder.min_similarity` (a fact sharing words scores
+    more). ``None`` (no floor) without an embedder, or with one whose scale is unknown:
+    keyword search finds only facts sharing a word with the question."""
+    from .ranking import KEYWORD_WEIGHT
+
+    embedder = memory.embedder
+    if embedder is None or embedder.min_similarity is None:
+        return None
+    return (1.0 - KEYWORD_WEIGHT) * embedder.min_similarity
 
 
 _KEY = {
@@ -154,9 +159,20 @@ class MemoryTools:
 
     def __init__(self, memory: Memory) -> None:
         self._memory = memory
-        self.min_score: float = TOOL_MIN_SCORE
-        """The ``search_memory`` tool's relevance floor when the memory searches by meaning
-        (:data:`TOOL_MIN_SCORE`); 0 shows the best facts whatever their score."""
+        self._min_score: float | None = None
+        self._min_score_set = False
+
+    @property
+    def min_score(self) -> float | None:
+        """The ``search_memory`` tool's relevance floor (hybrid scores, 0 to 1): facts scoring
+        less are not shown to the model, so that a question about something never saved gets
+        no facts rather than the least unrelated ones. By default :func:`tool_min_score`;
+        set ``None`` or 0 to show the best facts whatever their score."""
+        return self._min_score if self._min_score_set else tool_min_score(self._memory)
+
+    @min_score.setter
+    def min_score(self, value: float | None) -> None:
+        self._min_score, self._min_score_set = value, True
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:

@@ -170,7 +170,7 @@ def test_doctor(memory: Memory) -> None:
     assert report["ok"] is True
     names = [c["name"] for c in report["checks"]]
     assert names == [
-        "store", "schema version", "full-text search", "vector search", "tokenizer", "embedder",
+        "store", "schema version", "keyword search", "vector search", "tokenizer", "embedder",
     ]  # fmt: skip
     text = cli(memory, "doctor").stdout
     assert len(text.splitlines()) == len(names) and "store:" in text

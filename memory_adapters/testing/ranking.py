@@ -313,47 +313,61 @@ class RankingProperties:
     keys in the same order with the same scores (to 1e-9), for keyword, semantic and hybrid
     search, at every limit (a result is the first ``k`` of any longer one), with filters."""
 
-    @settings(
-        max_examples=30,
-        deadline=None,
-        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    )
-    @given(facts=_FACTS, noise=_FACTS, queries=_QUERIES)
     def test_every_store_ranks_as_the_reference_whatever_other_scopes_hold(
-        self, store: Store, facts: list[Any], noise: list[Any], queries: list[str]
+        self, store: Store
     ) -> None:
-        from memory_adapters_inmemory import InMemoryStore
+        @settings(
+            max_examples=RANKING_EXAMPLES,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+        @given(facts=_FACTS, noise=_FACTS, queries=_QUERIES)
+        def check(facts: list[Any], noise: list[Any], queries: list[str]) -> None:
+            _ranks_as_the_reference(store, facts, noise, queries)
 
-        model = "kit-concepts"
-        user = f"u-{uuid.uuid4().hex[:12]}"
-        reference = InMemoryStore()
-        namespace = "rank-prop"
-        scope = f"user:{user}"
-        _restore(store, namespace, scope, facts, model)
-        _restore(reference, namespace, scope, facts, model)
-        # other users, and the same user in another namespace, hold other facts with the same
-        # words: the reference holds none of them
-        _restore(store, namespace, f"user:{user}-other", noise, model)
-        _restore(store, namespace + "-other", scope, noise, model)
-        memories = [
-            Memory(store=s, load_entrypoints=False, embed=ConceptEmbedder(model))
-            for s in (store, reference)
-        ]
-        try:
-            for query in queries:
-                for mode in ("keyword", "semantic", "hybrid"):
-                    wheres: list[dict[str, Any]] = [{}, {"filter": {"kind": "a"}}]
-                    for where in wheres:
-                        found: list[list[Fact]] = []
-                        for memory in memories:
-                            with memory.session(user_id=user, namespace=namespace):
-                                longest = memory.facts.search(query, 30, mode=mode, **where)
-                                for k in (1, 3, 5):
-                                    short = memory.facts.search(query, k, mode=mode, **where)
-                                    _same(short, longest[:k])  # prefix-stable
-                                found.append(longest)
-                        _same(found[0], found[1])
-                        if mode == "semantic" and not where:  # every fact has a vector
-                            assert len(found[0]) == min(30, len(facts))
-        finally:
-            reference.close()
+        check()
+
+
+RANKING_EXAMPLES = 30
+"""Random scopes the ranking property draws per store."""
+
+
+def _ranks_as_the_reference(
+    store: Store, facts: list[Any], noise: list[Any], queries: list[str]
+) -> None:
+    from memory_adapters_inmemory import InMemoryStore
+
+    model = "kit-concepts"
+    user = f"u-{uuid.uuid4().hex[:12]}"
+    reference = InMemoryStore()
+    namespace = "rank-prop"
+    scope = f"user:{user}"
+    _restore(store, namespace, scope, facts, model)
+    _restore(reference, namespace, scope, facts, model)
+    # other users, and the same user in another namespace, hold other facts with the same
+    # words: the reference holds none of them
+    _restore(store, namespace, f"user:{user}-other", noise, model)
+    _restore(store, namespace + "-other", scope, noise, model)
+    memories = [
+        Memory(store=s, load_entrypoints=False, embed=ConceptEmbedder(model))
+        for s in (store, reference)
+    ]
+    wheres: list[dict[str, Any]] = [{}, {"filter": {"kind": "a"}}]
+    try:
+        for query in queries:
+            for mode in ("keyword", "semantic", "hybrid"):
+                for where in wheres:
+                    found: list[list[Fact]] = []
+                    for memory in memories:
+                        with memory.session(user_id=user, namespace=namespace):
+                            longest = memory.facts.search(query, 30, mode=mode, **where)
+                            for k in (1, 3, 5):
+                                short = memory.facts.search(query, k, mode=mode, **where)
+                                _same(short, longest[:k])  # prefix-stable
+                            found.append(longest)
+                    _same(found[0], found[1])
+                    if mode == "semantic" and not where:  # every fact has a vector
+                        assert len(found[0]) == min(30, len(facts))
+    finally:
+        reference.close()

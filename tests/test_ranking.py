@@ -68,7 +68,7 @@ def test_bm25_statistics_are_the_scopes_not_the_hits() -> None:
 
 def test_the_hybrid_score_weighs_weak_keyword_hits_less() -> None:
     assert fused(10.0, 10.0, 0.0) == KEYWORD_WEIGHT  # the best hit, no similarity
-    assert fused(0.0, 10.0, 1.0) == 1 - KEYWORD_WEIGHT  # no keyword, identical meaning
+    assert math.isclose(fused(0.0, 10.0, 1.0), 1 - KEYWORD_WEIGHT)  # no keyword, same meaning
     weak = KEYWORD_SCALE / 10
     assert math.isclose(fused(weak, weak, 0.0), KEYWORD_WEIGHT / 10)
     assert fused(1.0, 1.0, None) == fused(1.0, 1.0, 0.0) == fused(1.0, 1.0, -0.5)

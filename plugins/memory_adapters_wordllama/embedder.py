@@ -84,8 +84,8 @@ class WordLlamaEmbedder(Embedder):
 
     name = NAME
     min_similarity = 0.25
-    """Calibrated on ``benchmarks/recall.py``'s conversations: a floor of half this on hybrid
-    scores keeps recall@5 of questions about saved facts (0.80) and answers 62% of questions
+    """Calibrated on ``benchmarks/recall.py``'s conversations: the tools' floor drawn from it
+    keeps recall@5 of questions about saved facts (0.80) and answers 62% of questions
     about anything else (general knowledge) with no facts; paraphrases such as "Which drink
     do I prefer?" for "favourite tea: oolong" (0.28) stay above it."""
 

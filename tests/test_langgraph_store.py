@@ -361,7 +361,7 @@ def test_async_calls_never_block_the_event_loop(tmp_path: Path) -> None:
     store.put(ALICE, "tea", {"content": "oolong"}, ttl=5)
     calls: list[tuple[str, int]] = []
     target: Any = memory.store
-    for name in ("get_fact", "put_fact", "list_facts", "search_facts", "delete_fact"):
+    for name in ("get_fact", "put_fact", "list_facts", "match_terms", "get_facts", "delete_fact"):
         original = getattr(target, name)
 
         def spy(*args: Any, __name: str = name, __original: Any = original, **kw: Any) -> Any:
@@ -388,8 +388,9 @@ def test_async_calls_never_block_the_event_loop(tmp_path: Path) -> None:
 
     loop_thread = asyncio.run(go())
     names = {name for name, _ in calls}
-    assert names == {"get_fact", "put_fact", "list_facts", "search_facts", "delete_fact"} | {
-        "list_fact_scopes"
+    assert names == {"get_fact", "put_fact", "list_facts", "match_terms", "get_facts"} | {
+        "delete_fact",
+        "list_fact_scopes",
     }
     assert all(ident != loop_thread for _, ident in calls), calls
     memory.close()
@@ -788,7 +789,7 @@ def test_the_users_facts_are_shared_with_the_core_embedder(tmp_path: Path) -> No
         store = MemoryStore(memory, index={"dims": DIMS, "embed": memory.embedder})
         with memory.session(user_id="alice"):
             memory.tools.call("save_memory", {"key": "tea", "value": "Alice drinks oolong"})
-        assert concepts.documents == ["tea\nAlice drinks oolong"]
+        assert concepts.documents == ["tea: Alice drinks oolong"]  # facts.embed_text
         store.put(ALICE, "pet", {"content": "Rex the parrot"})
         assert concepts.documents[1:] == ['{"content": "Rex the parrot"}']  # "$": the JSON
         found = store.search(ALICE, query="a beverage")

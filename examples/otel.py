@@ -70,7 +70,7 @@ def main() -> None:
     url = arg or os.environ.get("MEMORY_ADAPTERS_URL") or DEFAULT_URL
     if "://" not in url:
         url = f"sqlite:///{url}"
-    with Memory(url, embed=False) as memory:
+    with Memory(url, embed=False, namespace="otel") as memory:
         agent = memory.wrap(Agent(FunctionModel(model)))
         with memory.session(user_id="alice", conversation_id=f"otel-{uuid.uuid4().hex[:8]}"):
             print("agent:", agent.run_sync("My favourite tea is oolong.").output)

@@ -14,7 +14,8 @@ it wrote them.
 Runs offline: the models are a pydantic-ai ``FunctionModel`` and a LangChain
 ``ScriptedChatModel`` that play tool-calling models. Store: argv[1] (a URL or a file path),
 ``$MEMORY_ADAPTERS_URL`` or ``sqlite:///memory_adapters_demo.db``. Each run starts a new
-conversation; the user's facts stay from run to run.
+conversation; the user's facts stay from run to run (a second run shows the fact's version
+grown). Its memory is in its own namespace: other examples on the same store do not touch it.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def main(argv: list[str]) -> int:
     url = store_url(argv)
     conversation = f"tea-{uuid.uuid4().hex[:6]}"
     print(f"store: {url}, conversation: {conversation}\n")
-    with Memory(url) as memory:
+    with Memory(url, namespace="cross_framework") as memory:
         pydantic_ai_agent = memory.wrap(Agent(FunctionModel(pydantic_ai_model)))
         lc_model = ScriptedChatModel([langchain_model])
         langchain_agent = create_agent(

@@ -99,7 +99,9 @@ def store_url(argv: list[str]) -> str:
     return arg if "://" in arg else f"sqlite:///{arg}"
 
 
-app = create_app(Memory(store_url(sys.argv if __name__ == "__main__" else [])))
+app = create_app(
+    Memory(store_url(sys.argv if __name__ == "__main__" else []), namespace="fastapi_service")
+)
 
 
 def main() -> int:

@@ -108,7 +108,7 @@ def chain(memory: Memory, replies: list[str]) -> RunnableWithMessageHistory:
 
 def main(argv: list[str]) -> int:
     url = argv[1] if len(argv) > 1 else os.environ.get("MEMORY_ADAPTERS_URL") or DEFAULT_URL
-    memory = Memory(url if "://" in url else f"sqlite:///{url}")
+    memory = Memory(url if "://" in url else f"sqlite:///{url}", namespace="from_langchain_history")
     with memory.session(user_id="ada"):
         for session_id, history in old_sessions().items():
             copied = copy_history(history, memory, conversation_id=session_id, user_id="ada")

@@ -64,7 +64,9 @@ def copy_thread(graph: Any, thread_id: str, memory: Memory, *, user_id: str) -> 
 
 def main(argv: list[str]) -> int:
     url = argv[1] if len(argv) > 1 else os.environ.get("MEMORY_ADAPTERS_URL") or DEFAULT_URL
-    memory = Memory(url if "://" in url else f"sqlite:///{url}")
+    memory = Memory(
+        url if "://" in url else f"sqlite:///{url}", namespace="from_langgraph_checkpointer"
+    )
 
     # Before: an agent whose history lives in a checkpointer.
     checkpointer = InMemorySaver()

@@ -62,7 +62,9 @@ async def main(url: str) -> None:
         await old_store.save(await agent.run(prompt, conversation=conversation))
 
     # The move.
-    new_store = MemoryConversationStore(Memory(url))
+    new_store = MemoryConversationStore(
+        Memory(url, namespace="from_pydantic_ai_conversation_store")
+    )
     print("copied:", await copy_conversations(old_store, new_store) or "nothing new")
 
     # After: the same code, on the new store.

@@ -96,7 +96,7 @@ def main(argv: list[str]) -> int:
     url = store_url(argv)
     print(f"store: {url}\n")
     model = ScriptedChatModel([offline_model])
-    with Memory(url) as memory:
+    with Memory(url, namespace="langchain_quickstart") as memory:
         agent = create_agent(
             model,  # or: init_chat_model("openai:gpt-4o-mini")
             tools=[],  # your tools; the middleware adds the memory tools

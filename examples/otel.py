@@ -9,8 +9,8 @@ under it, for the window read, the tool call and the append, with what an operat
 
 Needs: pip install ".[pydantic-ai,offline,otel-sdk]"
 
-Configure tracing before creating the ``Memory``: the plugin adds its hooks to a ``Memory``
-created while a tracer provider is configured (elsewhere it costs nothing). Set
+The plugin traces whenever a tracer provider is configured when an operation runs, whether
+it was configured before the ``Memory`` was created or after. Set
 ``MEMORY_ADAPTERS_OTEL_CONTENT=1`` to see message content in the spans too.
 """
 
@@ -70,7 +70,7 @@ def main() -> None:
     url = arg or os.environ.get("MEMORY_ADAPTERS_URL") or DEFAULT_URL
     if "://" not in url:
         url = f"sqlite:///{url}"
-    with Memory(url, embed=False) as memory:
+    with Memory(url, embed=False, namespace="otel") as memory:
         agent = memory.wrap(Agent(FunctionModel(model)))
         with memory.session(user_id="alice", conversation_id=f"otel-{uuid.uuid4().hex[:8]}"):
             print("agent:", agent.run_sync("My favourite tea is oolong.").output)

@@ -10,6 +10,9 @@ Runs offline (store: argv[1], ``$MEMORY_ADAPTERS_URL`` or ``sqlite:///memory_ada
     pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_conversation_store.py
 
 Needs: pip install ".[pydantic-ai,offline]"
+
+Run again on the same store, it continues the conversation the first run saved (the model is
+sent more messages); other examples on that store do not touch it (its own namespace).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def model(messages: list[Any], info: AgentInfo) -> ModelResponse:
 
 async def main(url: str) -> None:
     agent = Agent(FunctionModel(model))
-    async with Memory(url) as memory:
+    async with Memory(url, namespace="pydantic_ai_conversation_store") as memory:
         store = MemoryConversationStore(memory)
         for prompt in ("Hello!", "What did I just say?"):
             conversation = await store.load("support-1") or Conversation(

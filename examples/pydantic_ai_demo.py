@@ -110,7 +110,9 @@ def child(url: str, conversation: str, prompt: str) -> None:
     from memory_adapters import Memory
 
     agent = Agent(make_model(), instructions="You are a friendly tea shop assistant. Be brief.")
-    with Memory(url) as memory:  # the embeddings extra's offline model: semantic recall
+    with Memory(
+        url, namespace="pydantic_ai_demo"
+    ) as memory:  # the embeddings extra's offline model: semantic recall
         agent_with_memory = memory.wrap(agent)
         with memory.session(user_id="alice", conversation_id=conversation):
             result = agent_with_memory.run_sync(prompt)

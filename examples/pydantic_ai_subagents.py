@@ -13,6 +13,9 @@ Runs offline: the models are ``FunctionModel``s (store: argv[1], ``$MEMORY_ADAPT
     pip install ".[pydantic-ai,offline]" && python examples/pydantic_ai_subagents.py
 
 Needs: pip install ".[pydantic-ai,offline]"
+
+Run again on the same store, it continues the conversations the first run stored; other
+examples on that store do not touch them (its own namespace).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def calls_then_answers(tool: str, args: dict[str, Any], answer: str) -> Function
 
 def main(argv: list[str]) -> int:
     url = argv[1] if len(argv) > 1 else os.environ.get("MEMORY_ADAPTERS_URL")
-    memory = Memory(url or "sqlite:///memory_adapters_demo.db")
+    memory = Memory(url or "sqlite:///memory_adapters_demo.db", namespace="pydantic_ai_subagents")
     scope = {"user_id": lambda ctx: ctx.deps.user, "conversation_id": lambda ctx: ctx.deps.thread}
 
     researcher = Agent(

@@ -40,7 +40,10 @@ def store_url(argv: list[str]) -> str:
 def main(argv: list[str]) -> int:
     url = store_url(argv)
     print(f"store: {url}")
-    with Memory(url) as memory, memory.session(user_id="alice", conversation_id="c-42"):
+    with (
+        Memory(url, namespace="quickstart") as memory,
+        memory.session(user_id="alice", conversation_id="c-42"),
+    ):
         # -- 1. conversation history --------------------------------------------------------
         conv = memory.conversation
         past = conv.read()

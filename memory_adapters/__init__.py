@@ -10,7 +10,7 @@ The public contract::
         agent.run_sync("My favourite tea is oolong")
 """
 
-from .conversation import Conversation
+from .conversation import AwaitingRun, Conversation
 from .errors import (
     AppendConflict,
     ConflictError,
@@ -62,6 +62,7 @@ __all__ = [
     "TOOL_INSTRUCTIONS",
     "AppendConflict",
     "AppendResult",
+    "AwaitingRun",
     "Conflict",
     "ConflictError",
     "Conversation",

@@ -10,10 +10,11 @@ import copy
 import enum
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInput, InvalidValue, ValueTooLarge
-from .messages import AppendResult, Entry, Message, Record
+from .messages import AppendResult, Entry, Message, Record, ToolCall
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .tokens import MESSAGE_OVERHEAD
 from .tracing import traced
@@ -25,7 +26,7 @@ from .validation import (
     check_positive_int,
     check_read_range,
 )
-from .window import Window, window_plan
+from .window import AWAITING, Window, window_plan
 
 
 class Unset(enum.Enum):
@@ -36,6 +37,26 @@ class Unset(enum.Enum):
 
 UNSET = Unset.UNSET
 """Marks an option that was not given, so the ``Memory``'s default applies."""
+
+AWAITING_PAGE = 64
+"""Records read at a time, from the end, looking for the run a conversation ends waiting on."""
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitingRun:
+    """A run that ended waiting for tool results it cannot make itself: approvals, deferred
+    tools (:meth:`Conversation.awaiting`)."""
+
+    run_id: str | None
+    """The id the run started under (the id its stored messages carry, with pydantic-ai). A
+    run is resumed by its conversation: with pydantic-ai, a run in it given only
+    ``deferred_tool_results``; with LangChain, ``Command(resume=...)`` on its thread."""
+    calls: tuple[ToolCall, ...]
+    """The calls it waits on, with their tool names and arguments, in the model's order."""
+    seq: int | None = None
+    """The stored message holding the calls; ``None`` where the framework holds the run until
+    it resumes (a LangGraph checkpoint: :func:`memory_adapters.langchain.awaiting`)."""
+
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -284,6 +305,22 @@ class Conversation:
         """Delete the whole conversation log; return how many messages went."""
         return self._memory.store.delete_conversation(self.key)
 
+    def awaiting(self) -> list[AwaitingRun]:
+        """The runs this conversation ends waiting on (a run whose output was pydantic-ai's
+        ``DeferredToolRequests``: approvals, deferred tools), each with the calls still
+        unanswered, their tool names and arguments. Empty once the run is resumed, or when a
+        later turn moved on without answering them (the calls are then abandoned). Reads the
+        conversation's end only."""
+        end = self.last_seq()
+        tail: list[Record] = []
+        found: list[AwaitingRun] | None = [] if end < 1 else None
+        while found is None:
+            start = max(1, end - AWAITING_PAGE + 1)
+            tail = self._memory.store.read(self.key, start_seq=start, end_seq=end) + tail
+            found = _awaiting(tail, start)
+            end = start - 1
+        return found
+
     # -- async --------------------------------------------------------------------------------
 
     async def aappend(
@@ -351,6 +388,40 @@ class Conversation:
     async def aclear(self) -> int:
         """Async :meth:`clear`."""
         return await self._memory.store.adelete_conversation(self.key)
+
+    async def aawaiting(self) -> list[AwaitingRun]:
+        """Async :meth:`awaiting`."""
+        end = await self.alast_seq()
+        tail: list[Record] = []
+        found: list[AwaitingRun] | None = [] if end < 1 else None
+        while found is None:
+            start = max(1, end - AWAITING_PAGE + 1)
+            tail = await self._memory.store.aread(self.key, start_seq=start, end_seq=end) + tail
+            found = _awaiting(tail, start)
+            end = start - 1
+        return found
+
+
+def _awaiting(tail: list[Record], start: int) -> list[AwaitingRun] | None:
+    """The runs waiting at the end of a conversation whose last records, from seq ``start``
+    on, are ``tail``; ``None`` when an earlier record must be read to know."""
+    answered: set[str] = set()
+    for record in reversed(tail):
+        m = record.message
+        if m.role == "tool":
+            answered.update(r.id for r in m.tool_results)
+            continue
+        if m.role == "system" and not m.text:  # pydantic-ai's bookkeeping, between calls
+            continue
+        ids = m.meta.get(AWAITING) if m.role == "assistant" else None
+        if not isinstance(ids, list):
+            return []
+        by_id = {c.id: c for c in m.tool_calls}
+        calls = tuple(
+            by_id[i] for i in ids if isinstance(i, str) and i in by_id and i not in answered
+        )
+        return [AwaitingRun(record.run_id, calls, record.seq)] if calls else []
+    return [] if start <= 1 else None
 
 
 def _serialized(msgs: list[Message], i: int, limit: int, coerce: bool) -> str:

@@ -20,6 +20,8 @@ raises :class:`~memory_adapters.errors.MissingExtra` naming the ``pip install`` 
     a ``BaseChatMessageHistory`` for ``RunnableWithMessageHistory``;
 ``to_messages`` / ``from_messages``
     the mapping between LangChain messages and the neutral form;
+``awaiting`` / ``aawaiting``
+    the run a thread waits on, interrupted for an approval, with the calls it waits on;
 ``ModelCannotCallTools``
     raised when the middleware gives its tools to a chat model without ``bind_tools``;
 ``LangChainAdapter``
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
         MemoryMiddleware,
         MemoryStore,
         ModelCannotCallTools,
+        aawaiting,
+        awaiting,
         from_messages,
         memory_tools,
         to_messages,
@@ -52,6 +56,8 @@ __all__ = [
     "MemoryMiddleware",
     "MemoryStore",
     "ModelCannotCallTools",
+    "aawaiting",
+    "awaiting",
     "from_messages",
     "memory_tools",
     "to_messages",

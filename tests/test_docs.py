@@ -161,3 +161,45 @@ def test_doc_snippet_runs(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MEMORY_ADAPTERS_URL", raising=False)
     exec(compile(code, where, "exec"), {"__name__": "__doc_snippet__"})
+
+
+_VOLATILE = [
+    (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?Z"), "<time>"),
+    (re.compile(r"process \d+"), "process <pid>"),
+    (re.compile(r"(?<![0-9a-z])[0-9a-f]{6,}(?![0-9a-z])"), "<id>"),
+]
+"""What differs between any two runs of an example: run and span ids, times, process ids."""
+
+
+def _run_example(example: str, cwd: Path) -> str:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MEMORY_ADAPTERS_URL", "OPENAI_API_KEY")
+    }
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / example)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    for pattern, replacement in _VOLATILE:
+        out = pattern.sub(replacement, out)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("pydantic_ai_demo.py", "langchain_quickstart.py"), ("quickstart.py", "cross_framework.py")],
+)
+def test_an_example_prints_the_same_after_another(first: str, second: str, tmp_path: Path) -> None:
+    """Examples run one after another in one directory, on its default store, do not see each
+    other's memory: the second prints what it prints alone (issue 27, item 11)."""
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "after").mkdir()
+    alone = _run_example(second, tmp_path / "alone")
+    _run_example(first, tmp_path / "after")
+    assert _run_example(second, tmp_path / "after") == alone

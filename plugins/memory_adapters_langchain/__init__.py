@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .history import MemoryChatMessageHistory
     from .mapping import from_messages, to_messages
     from .middleware import MemoryMiddleware
+    from .pending import aawaiting, awaiting
     from .store import MemoryStore
     from .tools import memory_tools
 
@@ -51,12 +52,16 @@ __all__ = [
     "MemoryMiddleware",
     "MemoryStore",
     "ModelCannotCallTools",
+    "aawaiting",
+    "awaiting",
     "from_messages",
     "memory_tools",
     "to_messages",
 ]
 
 _LAZY = {
+    "aawaiting": "pending",
+    "awaiting": "pending",
     "MemoryChatMessageHistory": "history",
     "MemoryGraph": "graph",
     "MemoryMiddleware": "middleware",

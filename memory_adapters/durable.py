@@ -171,21 +171,19 @@ async def aopen_run(
     lifecycle: RunLifecycle, *, load: bool, working: bool, **options: Any
 ) -> list[Message]:
     """Start ``lifecycle`` (``run_started``) and return its window's messages (none without
-    ``load``), with the working memory read in the same round trip.
+    ``load``), with the working memory read in the same round trip. A run under the id of a
+    run stored as completed raises :class:`~memory_adapters.errors.RunCompleted` (see
+    :meth:`~memory_adapters.run.RunLifecycle.open`).
 
     Inside a durable run, the run's id and the window are read once, as the recorded step
     :data:`OPEN_STEP`: a replay gets the same window and gives the run the id it first had
     (so what it persists is keyed as the first attempt's was)."""
     if current() is None:
         await lifecycle.astart()
-        if not load:
-            return []
-        return (await lifecycle.aopen(working=working, **options)).messages()
+        return (await lifecycle.aopen(working=working, load=load, **options)).messages()
 
     async def read() -> dict[str, Any]:
-        if not load:
-            return _snapshot(lifecycle, [])
-        window = await lifecycle.aopen(working=working, **options)
+        window = await lifecycle.aopen(working=working, load=load, **options)
         return _snapshot(lifecycle, window.messages())
 
     messages = _restore(lifecycle, await arecord(OPEN_STEP, read))
@@ -199,12 +197,11 @@ def open_run(
     """Sync :func:`aopen_run`."""
     if current() is None:
         lifecycle.start()
-        return lifecycle.open(working=working, **options).messages() if load else []
+        return lifecycle.open(working=working, load=load, **options).messages()
 
     def read() -> dict[str, Any]:
-        if not load:
-            return _snapshot(lifecycle, [])
-        return _snapshot(lifecycle, lifecycle.open(working=working, **options).messages())
+        window = lifecycle.open(working=working, load=load, **options)
+        return _snapshot(lifecycle, window.messages())
 
     messages = _restore(lifecycle, record(OPEN_STEP, read))
     lifecycle.start()

@@ -80,6 +80,24 @@ class MergeConflict(ConflictError):
         self.report = report
 
 
+class RunCompleted(ConflictError):
+    """A run was started under the id of a run already stored as completed in its
+    conversation (a client retrying after a timeout, when the first attempt had finished). A
+    run id names one run: the run is refused before the model is called, and nothing is
+    stored. ``answer`` is the completed run's last stored message (its answer), ``seq`` its
+    seq in the conversation; run again under a new id to ask again."""
+
+    def __init__(self, run_id: str, conversation: str, seq: int, answer: Any) -> None:
+        super().__init__(
+            f"run {run_id!r} is stored as completed in conversation {conversation!r} "
+            f"(its answer is seq {seq}): a run id names one run; use a new run id to run again"
+        )
+        self.run_id = run_id
+        self.conversation = conversation
+        self.seq = seq
+        self.answer = answer
+
+
 # --- configuration and plugins -----------------------------------------------------------
 
 

@@ -10,7 +10,9 @@ LangChain adapters load, show and persist memory the same way:
    :class:`~memory_adapters.errors.NoScope`;
 2. ``start`` calls ``run_started``; ``window`` reads the budgeted window of past messages
    (without what earlier attempts of the same run id stored: a retried run starts over from
-   the history its first attempt started from);
+   the history its first attempt started from; a run id names one run, so a run whose id a
+   completed run has, marked :data:`RUN_COMPLETED`, is refused with
+   :class:`~memory_adapters.errors.RunCompleted` before the model is called);
    ``fragments`` renders the instruction fragments (tool guidance, preloaded facts, working
    memory) and ``before_model_call`` lets plugins rewrite them;
 3. ``finish`` persists the run's new messages once, as one batch keyed by the run id and what
@@ -46,19 +48,18 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .conversation import Conversation
-from .errors import InvalidInput, NoScope
+from .errors import InvalidInput, NoScope, RunCompleted
 from .facts import Facts
-from .messages import AppendResult, Message
+from .messages import AppendResult, Message, Record
 from .scope import Scope
-from .steps import Plan, drive_async, drive_sync, gather
+from .steps import Plan, StoreCall, drive_async, drive_sync, gather
 from .validation import MAX_ID_LENGTH, check_positive_int
-from .window import pair_tool_calls
+from .window import Window, pair_tool_calls
 from .working import POLICIES, MergePolicy, MergeReport, Note, WorkingMemory
 
 if TYPE_CHECKING:
     from .memory import Memory
     from .summaries import SummaryDue
-    from .window import Window
 
 T = TypeVar("T")
 
@@ -71,6 +72,12 @@ SUB_CONVERSATIONS: tuple[str, ...] = ("child", "per_run")
 
 WORKING_HEADER = "Working memory (notes for the current task):"
 FACTS_HEADER = "What you remember about the user (most relevant first):"
+
+RUN_COMPLETED = "run_completed"
+"""The ``meta`` key (``True``) of the last message of the batch that completes a run (the one
+:meth:`RunLifecycle.finish` stores, or the LangChain middleware's last steps): a run started
+later under the same run id in that conversation finds it and raises
+:class:`~memory_adapters.errors.RunCompleted` (see :meth:`RunLifecycle.window`)."""
 
 
 @dataclass(slots=True)
@@ -237,6 +244,7 @@ class RunLifecycle:
         "_outer",
         "_preloaded",
         "_saved",
+        "_started",
         "_steps",
         "memory",
         "merge",
@@ -279,6 +287,7 @@ class RunLifecycle:
         )
         self.result: AppendResult | None = None
         self._closed = False
+        self._started = False
         self._saved: list[Message] = []
         self._steps = itertools.count(1)
         self._preloaded: str | None = None
@@ -316,6 +325,7 @@ class RunLifecycle:
     # -- plans ---------------------------------------------------------------------------------
 
     def _start(self) -> Plan[None]:
+        self._started = True
         step = self.memory.hooks.run_started(self.run)
         if step is not None:
             yield step
@@ -328,6 +338,7 @@ class RunLifecycle:
         if window.summary_due is not None:
             self._due = window.summary_due
         mine = self.run.run_id
+        yield from self._refuse_completed([*window.pinned, *window.records])
         if any(r.run_id == mine for r in (*window.pinned, *window.records)):
             # earlier attempts of this very run (a retry under the same run id): the run
             # starts over from the history they started from
@@ -337,17 +348,46 @@ class RunLifecycle:
             )
         return window
 
-    def _open(self, options: dict[str, Any], working: bool) -> Plan[Window]:
-        """The window, and with ``working`` the run's working memory (kept for
-        :meth:`_fragments`), read together: one round trip where the store can."""
+    def _refuse_completed(self, records: Sequence[Record]) -> Plan[None]:
+        """Raise :class:`~memory_adapters.errors.RunCompleted` when ``records`` (read from the
+        run's conversation) hold a completed run of this run's id: the run is closed (it
+        stores nothing) and, once started, ends with ``run_failed``."""
+        mine = self.run.run_id
+        completed = [r for r in records if r.run_id == mine and r.message.meta.get(RUN_COMPLETED)]
+        done = completed[-1] if completed else None
+        if done is None:
+            return
+        error = RunCompleted(mine, self.conversation.conversation_id or "", done.seq, done.message)
+        self._closed = True
+        if self._started:
+            step = self.memory.hooks.run_failed(self.run, error, [])
+            if step is not None:
+                yield step
+        raise error
+
+    def _probe(self) -> Plan[None]:
+        """For a run that reads no window: the conversation's last message, so that a run
+        retried under the id of a run just completed is refused all the same."""
+        key = Conversation(self.memory, self.conversation).key
+        last: list[Record] = yield StoreCall("tail", (key,), {"max_messages": 1})
+        yield from self._refuse_completed(last)
+
+    def _open(self, options: dict[str, Any], working: bool, load: bool = True) -> Plan[Window]:
+        """The window (without ``load``: an empty one, after :meth:`_probe`), and with
+        ``working`` the run's working memory (kept for :meth:`_fragments`), read together: one
+        round trip where the store can."""
+        read: Plan[Any] = self._window(options) if load else self._probe()
         if not working:
-            window: Window = yield from self._window(options)
+            got = yield from read
+        else:
+            version = self.memory.working_version
+            wm = WorkingMemory(self.memory, self.scope)
+            got, notes = yield from gather(read, wm._items())
+            self._notes = (version, notes)
+        if load:
+            window: Window = got
             return window
-        version = self.memory.working_version
-        wm = WorkingMemory(self.memory, self.scope)
-        window, notes = yield from gather(self._window(options), wm._items())
-        self._notes = (version, notes)
-        return window
+        return Window(Conversation(self.memory, self.conversation).key)
 
     def _working_notes(self) -> Plan[dict[str, Note]]:
         """The run's working memory: as read at the run's start (or last read), unless a
@@ -406,9 +446,18 @@ class RunLifecycle:
         )
         return result
 
-    def _save_steps(self, steps: Sequence[Sequence[Message]]) -> Plan[list[AppendResult | None]]:
+    def _save_steps(
+        self, steps: Sequence[Sequence[Message]], last: bool = False
+    ) -> Plan[list[AppendResult | None]]:
         """Persist several completed steps, each a batch of its own (as :meth:`save` would,
-        one after the other), in one write: one round trip where the store can."""
+        one after the other), in one write: one round trip where the store can. With
+        ``last``, they are the run's last steps, and the last message is marked as completing
+        the run (:data:`RUN_COMPLETED`)."""
+        steps = [list(s) for s in steps]
+        if last:
+            final = max((i for i, s in enumerate(steps) if s), default=None)
+            if final is not None:
+                steps[final] = _completing(steps[final])
         results: list[AppendResult | None] = yield from gather(*(self._save(s) for s in steps))
         return results
 
@@ -421,6 +470,8 @@ class RunLifecycle:
         msgs = list(messages)
         if error is not None:
             msgs = [replace(m, meta={**m.meta, "failed": True}) for m in msgs]
+        elif msgs:
+            msgs = _completing(msgs)
         if msgs:  # the whole run as one batch keyed by the run id, or the rest after its steps
             key = f"{self.run.run_id}.{next(self._steps)}" if self._saved else self.run.run_id
             yield from self._append(msgs, key)
@@ -457,13 +508,18 @@ class RunLifecycle:
 
     def window(self, **options: Any) -> Window:
         """The window of past messages for the run (the lifecycle's window options, updated
-        by ``options``)."""
+        by ``options``). Raises :class:`~memory_adapters.errors.RunCompleted` (the run
+        closed, ``run_failed`` called) when it shows a run of this run id stored as
+        completed: a run id names one run."""
         return self._run(self._window(options))
 
-    def open(self, *, working: bool = True, **options: Any) -> Window:
+    def open(self, *, working: bool = True, load: bool = True, **options: Any) -> Window:
         """:meth:`window`, and with ``working`` the run's working memory read in the same
-        round trip (the first :meth:`fragments` then needs no read)."""
-        return self._run(self._open(options, working))
+        round trip (the first :meth:`fragments` then needs no read). Without ``load`` (a run
+        that is shown no stored history), an empty window, after a look at the
+        conversation's last message that refuses a run completed under this run id as
+        :meth:`window` does."""
+        return self._run(self._open(options, working, load))
 
     def fragments(
         self,
@@ -506,9 +562,9 @@ class RunLifecycle:
         """Async :meth:`window`."""
         return await self._arun(self._window(options))
 
-    async def aopen(self, *, working: bool = True, **options: Any) -> Window:
+    async def aopen(self, *, working: bool = True, load: bool = True, **options: Any) -> Window:
         """Async :meth:`open`."""
-        return await self._arun(self._open(options, working))
+        return await self._arun(self._open(options, working, load))
 
     async def afragments(
         self,
@@ -567,6 +623,12 @@ def outcome_key(base: str, messages: Sequence[Message]) -> str:
     if len(base) > MAX_ID_LENGTH - 17:
         base = hashlib.sha256(base.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return f"{base}#{digest}"
+
+
+def _completing(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with the last one marked as completing its run (:data:`RUN_COMPLETED`)."""
+    last = messages[-1]
+    return [*messages[:-1], replace(last, meta={**last.meta, RUN_COMPLETED: True})]
 
 
 def _text(value: Any) -> str:

@@ -20,10 +20,11 @@ from langchain_core.messages import (
     convert_to_openai_messages,
 )
 from langchain_core.tools import tool
-from stores import STORES, open_memory
-from test_langchain import SURFACES, Surface, stored, with_middleware
+from memory_adapters_langchain import MemoryMiddleware, memory_tools
+from stores import STORES, on_sync_loop, open_memory
+from test_langchain import SURFACES, Surface, make_agent, stored, with_middleware
 
-from memory_adapters import Memory
+from memory_adapters import Memory, RunCompleted
 from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
 
 
@@ -122,11 +123,64 @@ def test_a_failed_run_retried_under_its_run_id_stores_the_answer_once(
     )
     # the retry started from the history the first attempt started from
     assert [m.text for m in model.calls[-1] if m.type == "human"] == ["which tea?"]
-    # the same run persisted again with the same outcome is stored once
-    agent.invoke({"messages": [("user", "which tea?")]}, config)
+    # once completed, the run id is spent: another run under it is refused, unrun
+    asked = len(model.calls)
+    with pytest.raises(RunCompleted):
+        agent.invoke({"messages": [("user", "which tea?")]}, config)
+    assert len(model.calls) == asked
     after = stored(memory, "retry")
     assert [m.text for m in after if m.role == "assistant"] == ["oolong"]
     assert len([m for m in after if m.role == "user" and not m.meta.get("failed")]) == 1
+
+
+@pytest.mark.parametrize("history", [True, False])
+@pytest.mark.parametrize("how", ["invoke", "ainvoke", "stream"])
+def test_a_completed_run_retried_under_its_run_id_is_refused_before_the_model_is_called(
+    memory: Memory, surface: Surface, history: bool, how: str
+) -> None:
+    """A client that retries after a timeout, the server having finished: the retry, under
+    the same run id, would run ``save_memory`` again and store the turn twice."""
+
+    def reply(messages: list[BaseMessage]) -> AIMessage:
+        if isinstance(messages[-1], ToolMessage):
+            return AIMessage(content="done")
+        return call("save_memory", "call_0", key="k", value="v")
+
+    model = ScriptedChatModel([reply])
+    if surface is with_middleware:
+        agent = make_agent(model, tools=[], middleware=[MemoryMiddleware(memory, history=history)])
+    else:
+        agent = memory.wrap(make_agent(model, tools=memory_tools(memory)), history=history)
+
+    def run(run_id: str) -> str:
+        config: dict[str, Any] = {"configurable": {"thread_id": "c"}, "run_id": run_id}
+        prompt = {"messages": [("user", "hello")]}
+        if how == "invoke":
+            out = agent.invoke(prompt, config)
+        elif how == "ainvoke":
+            out = on_sync_loop(agent.ainvoke(prompt, config))
+        else:
+            out = list(agent.stream(prompt, config, stream_mode="values"))[-1]
+        return str(out["messages"][-1].text)
+
+    first, second = uuid.uuid4(), uuid.uuid4()
+    with memory.session(user_id="u"):
+        assert run(str(first)) == "done"
+        with memory.session(conversation_id="c"):
+            stored_before = memory.conversation.last_seq()
+        asked = len(model.calls)
+        with pytest.raises(RunCompleted) as refused:
+            run(str(first))
+        assert len(model.calls) == asked  # the model was not called again
+        with memory.session(conversation_id="c"):
+            assert memory.conversation.last_seq() == stored_before  # nothing stored twice
+            assert refused.value.seq == stored_before
+            assert refused.value.answer.text == "done"
+            assert memory.facts.get("k").version == 1  # type: ignore[union-attr]
+        # a new run id runs as ever
+        assert run(str(second)) == "done"
+        with memory.session(conversation_id="c"):
+            assert memory.conversation.last_seq() == 2 * stored_before
 
 
 def test_a_model_that_puts_nan_in_tool_arguments_gets_its_turn_stored(

@@ -6,7 +6,7 @@ loses a turn and never hands the model a history its API would refuse."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,13 @@ from pydantic_ai.messages import (
     ToolCallPart,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import AgentInfo
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.models.test import TestModel
+from stores import on_sync_loop
 from test_pydantic_ai import Script
 from test_pydantic_ai_store import STORES, open_memory
 
-from memory_adapters import Memory, Message
+from memory_adapters import Memory, Message, RunCompleted, hookimpl
 from memory_adapters.run import active_run
 from memory_adapters.testing.windows import api_problems
 
@@ -154,12 +155,87 @@ def test_a_failed_run_retried_under_its_run_id_stores_the_answer_once(memory: Me
         # the retry started from the history the first attempt started from
         assert script.requests[-2][0].parts[-1].content == "which tea?"  # type: ignore[union-attr]
         assert len([m for m in script.requests[-2] if isinstance(m, ModelRequest)]) == 1
-        # the same run persisted again with the same outcome is stored once
-        assert wrapped.run_sync("which tea?", run_id="run-7").output == "oolong"
+        # once completed, the run id is spent: another run under it is refused, unrun
+        asked = len(script.requests)
+        with pytest.raises(RunCompleted):
+            wrapped.run_sync("which tea?", run_id="run-7")
+        assert len(script.requests) == asked
     after = stored(memory, "retry")
     assert [m.text for m in after if m.role == "assistant" and m.text] == ["oolong"]
     assert after[: len(failed)] == failed  # what the failed attempt stored stays, marked failed
     assert not any(m.meta.get("failed") for m in after[len(failed) :])
+
+
+def saves_then_answers(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The model of issue 27's retried run: ``save_memory``, then the answer ``done``."""
+    if answered(messages):
+        return ModelResponse(parts=[TextPart("done")])
+    return ModelResponse(parts=[ToolCallPart("save_memory", {"key": "k", "value": "v"})])
+
+
+class Ends:
+    """Records how each run ended, by hook."""
+
+    def __init__(self) -> None:
+        self.ends: list[tuple[str, str]] = []
+
+    @hookimpl
+    def run_finished(self, run: Any, messages: Any) -> None:
+        self.ends.append(("finished", run.run_id))
+
+    @hookimpl
+    def run_failed(self, run: Any, error: BaseException, messages: Any) -> None:
+        self.ends.append((type(error).__name__, run.run_id))
+
+
+@pytest.mark.parametrize("history", [True, False])
+@pytest.mark.parametrize("how", ["sync", "async", "stream"])
+def test_a_completed_run_retried_under_its_run_id_is_refused_before_the_model_is_called(
+    memory: Memory, history: bool, how: str
+) -> None:
+    """A client that retries after a timeout, the server having finished: the retry, under
+    the same run id, would run ``save_memory`` again and store the turn twice."""
+    script = Script(saves_then_answers)
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        response = script._answer(messages, info)
+        for part in response.parts:
+            if isinstance(part, TextPart):
+                yield part.content
+            elif isinstance(part, ToolCallPart):
+                yield {0: DeltaToolCall(part.tool_name, part.args_as_json_str())}
+
+    ends = Ends()
+    memory.pm.register(ends)
+    model = FunctionModel(script._answer, stream_function=stream)
+    agent = memory.wrap(Agent(model), history=history)
+
+    async def arun(prompt: str, run_id: str) -> Any:
+        if how == "stream":
+            async with agent.run_stream(prompt, run_id=run_id) as streamed:
+                return await streamed.get_output()
+        return (await agent.run(prompt, run_id=run_id)).output
+
+    def run(prompt: str, run_id: str) -> Any:
+        if how == "sync":
+            return agent.run_sync(prompt, run_id=run_id).output
+        return on_sync_loop(arun(prompt, run_id))
+
+    with memory.session(user_id="u", conversation_id="c"):
+        assert run("hello", "r-1") == "done"
+        stored_before = memory.conversation.last_seq()
+        asked = len(script.requests)
+        with pytest.raises(RunCompleted) as refused:
+            run("hello", "r-1")
+        assert len(script.requests) == asked  # the model was not called again
+        assert memory.conversation.last_seq() == stored_before  # nothing stored twice
+        assert refused.value.run_id == "r-1" and refused.value.seq == stored_before
+        assert refused.value.answer.text == "done"
+        assert memory.facts.get("k").version == 1  # type: ignore[union-attr]
+        assert ends.ends == [("finished", "r-1"), ("RunCompleted", "r-1")]
+        # a new run id runs as ever
+        assert run("hello", "r-2") == "done"
+        assert memory.conversation.last_seq() == 2 * stored_before
 
 
 @pytest.mark.parametrize("args", ['{"x": NaN, "y": Infinity, "z": -Infinity}', "parsed"])

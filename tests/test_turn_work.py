@@ -55,7 +55,16 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from memory_adapters import Memory, Message, RawJSON, Record, ToolCall, ToolResult, hookimpl
+from memory_adapters import (
+    Memory,
+    Message,
+    RawJSON,
+    Record,
+    RunCompleted,
+    ToolCall,
+    ToolResult,
+    hookimpl,
+)
 from memory_adapters.messages import RAW_SEPARATOR
 from memory_adapters.steps import StoreCall
 from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
@@ -159,8 +168,8 @@ def test_a_langchain_run_replayed_or_retried_under_its_run_id_stores_no_step_twi
 ) -> None:
     """Each step of a run is a batch keyed by the run and the step: a run that failed and is
     retried under the same run id stores its input once, and a run that succeeded and is
-    replayed under its run id (a client retrying a request) stores nothing again. Storing a
-    first attempt as one batch would break the second: its replay could not find its steps."""
+    run again under its run id (a client retrying a request) is refused and stores nothing
+    again."""
     memory, _ = recording
     attempts = {"n": 0}
 
@@ -185,7 +194,8 @@ def test_a_langchain_run_replayed_or_retried_under_its_run_id_stores_no_step_twi
         agent.invoke({"messages": [("user", "which tea?")]}, retried)
     agent.invoke({"messages": [("user", "which tea?")]}, retried)
     replayed: Any = {"configurable": {"thread_id": "p"}, "run_id": uuid.uuid4()}
-    for _ in range(2):
+    agent.invoke({"messages": [("user", "which tea?")]}, replayed)
+    with pytest.raises(RunCompleted):
         agent.invoke({"messages": [("user", "which tea?")]}, replayed)
     expected = [("user", "which tea?"), ("assistant", ""), ("tool", ""), ("assistant", "oolong")]
     for thread in ("r", "p"):

@@ -255,8 +255,8 @@ class MemoryGraph(Runnable[Any, Any]):
         lifecycle = turn.lifecycle
         lifecycle.start()
         window: list[BaseMessage] = []
-        if self.history and not isinstance(input, Command):
-            window = from_messages(lifecycle.window().messages())
+        if not isinstance(input, Command):  # a run resuming an interrupted one is not refused
+            window = from_messages(lifecycle.open(working=False, load=self.history).messages())
         state = self._state(config) if turn.threaded else None
         return turn, config, self._prepared(turn, input, window, state)
 
@@ -321,8 +321,9 @@ class MemoryGraph(Runnable[Any, Any]):
         lifecycle = turn.lifecycle
         await lifecycle.astart()
         window: list[BaseMessage] = []
-        if self.history and not isinstance(input, Command):
-            window = from_messages((await lifecycle.awindow()).messages())
+        if not isinstance(input, Command):  # a run resuming an interrupted one is not refused
+            opened = await lifecycle.aopen(working=False, load=self.history)
+            window = from_messages(opened.messages())
         state = await self._astate(config) if turn.threaded else None
         return turn, config, self._prepared(turn, input, window, state)
 

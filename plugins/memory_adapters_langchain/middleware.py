@@ -296,10 +296,12 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             return self._runs.get(key)
 
     def _begin(
-        self, lifecycle: RunLifecycle, state: Any, mark: Any = None
+        self, lifecycle: RunLifecycle, state: Any, mark: Any = None, fresh: bool = False
     ) -> Plan[tuple[_Run, dict[str, Any]]]:
         """Start the run: load the window (and the working memory with it), hold the run's
-        input to store. The plan of ``before_agent``; with the ``mark`` of the window a run
+        input to store. The plan of ``before_agent`` (``fresh``: a run that starts here, which
+        a run of its id stored as completed refuses, raising
+        :class:`~memory_adapters.RunCompleted`); with the ``mark`` of the window a run
         resumed from a checkpoint was first shown, that window again (and what was stored
         after it, known as stored but not shown)."""
         yield from lifecycle._start()
@@ -314,6 +316,8 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             loaded = yield from lifecycle._open({}, self.working)
             window = from_messages(loaded.messages())
             update["memory_window"] = durable.window_mark(loaded)
+        elif fresh:
+            yield from lifecycle._open({}, self.working, load=False)
         messages: list[AnyMessage] = list(state.get("messages") or [])
         old, hidden = _earlier(messages, state.get("memory_mark"), window)
         old |= since
@@ -378,15 +382,16 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             with run.lock:
                 run.pending.append(new)
 
-    def _flush(self, run: _Run) -> Plan[None]:
+    def _flush(self, run: _Run, last: bool = False) -> Plan[None]:
         """Store the held steps, each a batch of its own, in one write (held again if it
-        fails, for the run's end to store, should the run go on)."""
+        fails, for the run's end to store, should the run go on); ``last``: the run's last
+        steps, which complete it."""
         with run.lock:
             steps, run.pending = run.pending, []
         if not steps:
             return
         try:
-            yield from run.lifecycle._save_steps([to_messages(step) for step in steps])
+            yield from run.lifecycle._save_steps([to_messages(step) for step in steps], last)
         except BaseException:
             with run.lock:
                 run.pending[:0] = steps
@@ -403,7 +408,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     def _end(self, run: _Run, state: Any) -> Plan[dict[str, Any]]:
         messages = list(state.get("messages") or [])
         self._hold(run, messages)
-        yield from self._flush(run)
+        yield from self._flush(run, last=True)
         yield from run.lifecycle._finish([])
         key = state.get("memory_run")
         with self._lock:
@@ -418,7 +423,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         run_id = own_run_id(self.memory, _run_id(runtime))
         lifecycle = self._lifecycle(self.resolve_scope(runtime, run_id), run_id)
         run, update = drive_sync(
-            self._begin(lifecycle, state), self.memory.store, self.memory.hooks
+            self._begin(lifecycle, state, fresh=True), self.memory.store, self.memory.hooks
         )
         self._keep(run_id, run)
         return update
@@ -430,7 +435,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         run_id = own_run_id(self.memory, _run_id(runtime))
         lifecycle = self._lifecycle(await self.aresolve_scope(runtime, run_id), run_id)
         run, update = await drive_async(
-            self._begin(lifecycle, state), self.memory.store, self.memory.hooks
+            self._begin(lifecycle, state, fresh=True), self.memory.store, self.memory.hooks
         )
         self._keep(run_id, run)
         return update

@@ -207,7 +207,7 @@ def search_text(key: str, value: Any) -> str:
     return bound_search_text("\n".join(parts).replace("\x00", " "))
 
 
-_WORDY_KEY = re.compile(r"[A-Za-z]+(?:[ _.:/-]+[A-Za-z]+)*")
+_WORDY_KEY = re.compile(r"[^\W\d_]+(?:[ _.:/-]+[^\W\d_]+)*")  # letters of any script
 
 
 def key_words(key: str) -> str:

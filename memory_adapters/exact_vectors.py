@@ -89,7 +89,7 @@ def _screen_numpy(
         np.maximum.at(best, inverse, scores)
     if len(ids) > limit:
         kth = np.partition(best, len(ids) - limit)[len(ids) - limit]
-        ids = ids[best >= kth - _slack(len(query))]
+        ids = ids[best >= kth - slack(len(query))]
     return set(ids.tolist())
 
 
@@ -104,12 +104,15 @@ def _screen_python(
             best[owner] = score
     if len(best) <= limit:
         return set(best)
-    kth = heapq.nlargest(limit, best.values())[-1] - _slack(len(q))
+    kth = heapq.nlargest(limit, best.values())[-1] - slack(len(q))
     return {o for o, s in best.items() if s >= kth}
 
 
-def _slack(dims: int) -> float:
-    """A bound of the float32 rounding error of a dot product of two unit vectors."""
+def slack(dims: int) -> float:
+    """A margin of at least twice the float32 rounding error of a dot product of two unit
+    vectors of ``dims`` dimensions (the query rounded to float32 included): a fact whose
+    float32 score is more than this below the ``limit``-th best cannot be among the ``limit``
+    best exactly. The PostgreSQL store's screening with pgvector uses it too."""
     return 2.4e-7 * (dims + 2) + 1e-9
 
 

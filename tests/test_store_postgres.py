@@ -9,9 +9,11 @@ import math
 import multiprocessing
 import os
 import random
+import struct
 import threading
 import time
 import uuid
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -25,6 +27,7 @@ from stores import in_forked_child
 from memory_adapters import InvalidId, Memory, Message, StoreUnavailable
 from memory_adapters.embedders import Embedding, normalized
 from memory_adapters.errors import InvalidInput, StoreNotReady
+from memory_adapters.exact_vectors import Candidate, order, pack, slack
 from memory_adapters.facts import Fact, FactFilter, index_text
 from memory_adapters.messages import Entry
 from memory_adapters.operations import user_keys, working_namespace_of
@@ -472,8 +475,8 @@ def _path(store: PostgresStore, scope: str, query: list[float], limit: int) -> l
     with store.pool.connection() as conn:
         rows = conn.execute(
             store.q(
-                "SELECT path FROM {s}.vector_search(%s, %s, %s, %s::real[], %s, %s, %s, %s, %s, "
-                "%s::text[], %s::text[], %s::text[], %s, %s)"
+                "SELECT path FROM {s}.vector_candidates(%s, %s, %s, %s::real[], %s, %s, %s, "
+                "%s, %s, %s::text[], %s::text[], %s::text[], %s, %s, %s)"
             ),
             (
                 "ns",
@@ -490,6 +493,7 @@ def _path(store: PostgresStore, scope: str, query: list[float], limit: int) -> l
                 [],
                 None,
                 None,
+                slack(len(query)),
             ),
         ).fetchall()
     return sorted({r[0] for r in rows})
@@ -532,7 +536,7 @@ def test_hnsw_and_exact_searches_agree(pgvector_url: str, pgvector_schema: str) 
             for f in got:
                 if f.key in scores:
                     agree += 1
-                    assert math.isclose(f.score or 0, scores[f.key] or 0, abs_tol=1e-5)
+                    assert math.isclose(f.score or 0, scores[f.key] or 0, abs_tol=1e-12)
             total += 10
         assert agree >= 0.95 * total  # HNSW is approximate; on 3,000 vectors it finds ~all
     finally:
@@ -575,6 +579,122 @@ def test_a_small_scope_in_a_large_table_is_searched_exactly(
     finally:
         store.close()
         forced.close()
+
+
+def _ulps(x: float, n: int) -> float:
+    """The float32 ``n`` steps from float32 ``x`` (towards larger magnitude for n > 0)."""
+    bits = struct.unpack("<i", struct.pack("<f", x))[0]
+    return float(struct.unpack("<f", struct.pack("<i", bits + n))[0])
+
+
+def _nudged(rng: random.Random, base: list[float], count: int) -> list[list[float]]:
+    """``count`` float32 vectors each a few float32 steps from ``base`` in a few dimensions:
+    scores closer than pgvector's float32 arithmetic can tell apart."""
+    out = []
+    for _ in range(count):
+        v = array("f", base).tolist()
+        for i in rng.sample(range(len(v)), 3):
+            v[i] = _ulps(v[i], rng.choice((-1, 1)) * rng.randint(1, 3))
+        out.append(v)
+    return out
+
+
+def _copy_facts(url: str, schema: str, scope: str, vectors: dict[str, list[float]]) -> None:
+    """Facts of ``scope`` with the given vectors (model "m", importance 0, one time), by COPY."""
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        with conn.cursor().copy(
+            f'COPY "{schema}".facts (namespace, scope, key, data, version, importance, '
+            "created_at, updated_at, length, embed_model) FROM STDIN"
+        ) as copy:
+            for key in vectors:
+                copy.write_row(("ns", scope, key, "1", 1, 0.0, 1e9, 1e9, 0, "m"))
+        with conn.cursor().copy(
+            f'COPY "{schema}".fact_vectors (namespace, scope, key, field, model, dims, '
+            "embedding) FROM STDIN"
+        ) as copy:
+            for key, vector in vectors.items():
+                copy.write_row(("ns", scope, key, "$", "m", len(vector), vector))
+
+
+def _exact(
+    vectors: dict[str, list[float]], query: list[float], limit: int
+) -> list[tuple[str, float]]:
+    """The reference's answer: exact_vectors.order over every fact (importance and time
+    equal: ties go to key order)."""
+    keys = list(vectors)
+    candidates = [Candidate(0.0, 1e9, k, [pack(vectors[k])]) for k in keys]
+    return [(keys[i], score) for i, score in order(query, candidates, limit)]
+
+
+def test_pgvector_scores_and_order_are_the_references_to_the_bit(
+    pgvector_url: str, pgvector_schema: str
+) -> None:
+    """pgvector computes in float32: the server only screens (every fact within rounding of
+    the limit-th best, ties included), and the store scores exactly. Near ties closer than
+    float32 can tell, and exact ties (broken by key), come back as the reference ranks them."""
+    store = PostgresStore(pgvector_url, schema=pgvector_schema, vector_search="pgvector")
+    try:
+        rng = random.Random(7)
+        dims = 48
+        query = _unit(rng, dims)
+        vectors = {f"r{i:04d}": _unit(rng, dims) for i in range(600)}
+        near = _nudged(rng, query, 40)
+        vectors.update({f"n{i:02d}": v for i, v in enumerate(near)})
+        vectors.update({f"t{i}": near[0] for i in range(3)})  # exact ties of n00
+        _copy_facts(pgvector_url, pgvector_schema, "s", vectors)
+        for limit in (1, 5, 10, 45, 700):
+            found = store.search_fact_vectors("ns", "s", query, model="m", limit=limit)
+            assert [(f.key, f.score) for f in found] == _exact(vectors, query, limit)
+        assert _path(store, "s", query, 10) == ["exact"]
+        # the candidates the server sends: the near ties, not the scope
+        with store.pool.connection() as conn:
+            (sent,) = conn.execute(
+                store.q(
+                    "SELECT count(*) FROM {s}.vector_candidates('ns', 's', 'm', %s::real[], "
+                    "10, %s, %s, 100, %s, NULL, '{}', '{}', NULL, NULL, %s)"
+                ),
+                (query, time.time(), 2**31 - 2, store.pgvector_schema, slack(dims)),
+            ).fetchone()
+        assert 10 <= sent <= 43
+        # within keys and a filter too
+        keys = ["n03", "n01", "r0005", "t2", "missing"]
+        found = store.search_fact_vectors("ns", "s", query, model="m", limit=3, keys=keys)
+        chosen = {k: vectors[k] for k in keys if k in vectors}
+        assert [(f.key, f.score) for f in found] == _exact(chosen, query, 3)
+        where = FactFilter(until=2e9)
+        found = store.search_fact_vectors("ns", "s", query, model="m", limit=4, where=where)
+        assert [(f.key, f.score) for f in found] == _exact(vectors, query, 4)
+        gone = FactFilter(until=1)
+        assert store.search_fact_vectors("ns", "s", query, model="m", where=gone) == []
+    finally:
+        store.close()
+
+
+def test_a_version_6_schema_with_pgvector_scores_exactly_once_opened(pgvector_url: str) -> None:
+    """Vectors stored by the previous release: migration 7 adds the vector_candidates
+    function (vector_search stays, for processes of that release), and searches score them
+    exactly."""
+    schema = _schema()
+    try:
+        _at_version(pgvector_url, schema, 6)
+        vectors = {"a": normalized([1.0, 1.0, 0.0]), "b": normalized([1.0, 0.2, 0.1])}
+        _copy_facts(pgvector_url, schema, "s", vectors)
+        store = PostgresStore(pgvector_url, schema=schema, vector_search="pgvector")
+        try:
+            assert store.check() == SCHEMA_VERSION == 7
+            query = normalized([1.0, 0.0, 0.0])
+            found = store.search_fact_vectors("ns", "s", query, model="m")
+            assert [(f.key, f.score) for f in found] == _exact(vectors, query, 10)
+            with store.pool.connection() as conn:
+                assert conn.execute(
+                    "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                    "WHERE n.nspname = %s AND p.proname IN ('vector_search', 'vector_candidates')",
+                    (schema,),
+                ).fetchone() == (2,)
+        finally:
+            store.close()
+    finally:
+        _drop(pgvector_url, schema)
 
 
 def test_the_hnsw_index_is_made_per_dims_on_first_write(
@@ -712,7 +832,7 @@ def test_a_database_at_the_previous_schema_version_is_migrated(
             )
         store = PostgresStore(url, schema=schema)
         try:
-            assert store.check() == SCHEMA_VERSION == 6
+            assert store.check() == SCHEMA_VERSION == 7
             (old,) = store.facts_to_embed("ns", "s", "m")
             assert (old.key, old.value, old.version) == ("old", "tea", 3)
             assert store.set_fact_embedding(
@@ -869,13 +989,15 @@ def test_a_version_5_schema_indexes_its_facts_terms_when_opened(postgres_url: st
         store = opened[0]
         try:
             assert store.check() == SCHEMA_VERSION
-            matches = store.match_terms("ns", "s", ["tea", "cafe", "research", "zebra"])
+            terms = ["tea", "cafe", "research", "zebra"]
+            matches = store.match_terms("ns", "s", terms)
             live = [k for k in values if k != "gone"]
-            lengths = {k: len(index_text(k, values[k]).split()) for k in live}
+            indexed = {k: index_text(k, values[k]).split() for k in live}
+            lengths = {k: len(indexed[k]) for k in live}
             assert matches.documents == 3 and matches.total_length == sum(lengths.values())
+            # the core's analyzer decides the counts (whether a key's words count, ...)
             assert {h.key: (h.length, h.counts) for h in matches.hits} == {
-                "tea": (lengths["tea"], (3, 0, 0, 0)),
-                "café": (lengths["café"], (0, 2, 1, 0)),
+                k: (lengths[k], tuple(indexed[k].count(t) for t in terms)) for k in ("tea", "café")
             }
             assert {h.updated_at for h in matches.hits} == {10.0, 11.0}
             assert [h.key for h in store.match_terms("ns", "other", ["tea"]).hits] == ["x"]

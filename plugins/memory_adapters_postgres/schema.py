@@ -595,6 +595,95 @@ MIGRATIONS: list[list[str]] = [
         END
         $fn$""",
     ],
+    [
+        # Exact scores with pgvector: the server screens, the store scores. vector_candidates
+        # takes vector_search's arguments and p_slack, and answers the facts that can be among
+        # the p_limit best, each with its vectors (a real[][]: one row per field), for the
+        # store to score exactly in double precision (memory_adapters.exact_vectors) as every
+        # other store does. Each fact of the scope that passes the filter is screened by its
+        # best field's inner product with the float32 query (<#>, computed in float32; the
+        # store's score is the dot product of unit vectors, so no norms are computed), and
+        # every fact within p_slack (a bound of twice float32's rounding error) of the
+        # p_limit-th best is kept, ties included: the exact ranking of those is the exact
+        # ranking of the scope. A scope above p_exact_below vectors with an HNSW index (as in
+        # vector_search) is screened among the facts of the index's p_ef nearest vectors
+        # that pass the filter (approximate by design), or in full when fewer than p_limit
+        # do. vector_search stays for processes of the previous release.
+        """CREATE FUNCTION {s}.vector_candidates(
+            p_ns text, p_scope text, p_model text, p_query real[], p_limit integer,
+            p_now double precision, p_exact_below integer, p_ef integer, p_vs text,
+            p_keys text[], p_fk text[], p_fv text[], p_since double precision,
+            p_until double precision, p_slack double precision
+        ) RETURNS TABLE (key text, data text, version bigint, importance double precision,
+                         created_at double precision, updated_at double precision,
+                         expires_at double precision, metadata text, vectors real[],
+                         path text)
+        LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_dims integer := cardinality(p_query);
+            v_n bigint;
+            v_keys text[];
+            v_within text[] := p_keys;
+            v_path text := 'exact';
+        BEGIN
+            IF p_keys IS NULL THEN
+                SELECT count(*) INTO v_n FROM (SELECT 1 FROM {s}.fact_vectors v
+                    WHERE v.namespace = p_ns AND v.scope = p_scope AND v.model = p_model
+                    AND v.dims = v_dims LIMIT p_exact_below + 1) c;
+                IF v_n = 0 THEN
+                    RETURN;
+                END IF;
+            ELSE
+                v_n := 0;
+            END IF;
+            IF v_n > p_exact_below
+               AND to_regclass('{s}.fact_vectors_hnsw_' || v_dims) IS NOT NULL THEN
+                PERFORM set_config('hnsw.ef_search', p_ef::text, true);
+                EXECUTE format(
+                    'SELECT array_agg(DISTINCT c.key) FROM (SELECT v.key '
+                    'FROM {s}.fact_vectors v '
+                    'WHERE v.dims = %2$s AND v.namespace = $1 AND v.scope = $2 '
+                    'AND v.model = $3 ORDER BY v.embedding::%1$I.vector(%2$s) '
+                    'OPERATOR(%1$I.<=>) $4::%1$I.vector(%2$s) LIMIT $5) c',
+                    p_vs, v_dims)
+                    INTO v_keys USING p_ns, p_scope, p_model, p_query, p_ef;
+                SELECT array_agg(f.key) INTO v_keys FROM unnest(v_keys) AS u(k)
+                    JOIN {s}.facts f ON f.namespace = p_ns AND f.scope = p_scope AND f.key = u.k
+                        AND f.embed_model = p_model
+                    WHERE (f.expires_at IS NULL OR f.expires_at > p_now)
+                    AND (p_since IS NULL OR f.updated_at >= p_since)
+                    AND (p_until IS NULL OR f.updated_at < p_until)
+                    AND NOT EXISTS (SELECT 1 FROM unnest(p_fk, p_fv) AS m(k, v)
+                        WHERE (f.metadata -> m.k)::jsonb IS DISTINCT FROM m.v::jsonb);
+                IF coalesce(cardinality(v_keys), 0) >= p_limit THEN
+                    v_within := v_keys;
+                    v_path := 'hnsw';
+                END IF;
+            END IF;
+            RETURN QUERY EXECUTE format(
+                'WITH g AS (SELECT v.key, max(-(v.embedding::%1$I.vector OPERATOR(%1$I.<#>) '
+                '$4::%1$I.vector)) AS sim FROM {s}.fact_vectors v WHERE v.namespace = $1 '
+                'AND v.scope = $2 AND v.model = $3 AND v.dims = $7 '
+                'AND ($8::text[] IS NULL OR v.key = ANY($8)) GROUP BY v.key), '
+                'p AS MATERIALIZED (SELECT g.key, g.sim FROM g JOIN {s}.facts f '
+                'ON f.namespace = $1 AND f.scope = $2 AND f.key = g.key AND f.embed_model = $3 '
+                'WHERE (f.expires_at IS NULL OR f.expires_at > $6) '
+                'AND ($11::float8 IS NULL OR f.updated_at >= $11) '
+                'AND ($12::float8 IS NULL OR f.updated_at < $12) '
+                'AND NOT EXISTS (SELECT 1 FROM unnest($9::text[], $10::text[]) AS m(k, v) '
+                'WHERE (f.metadata -> m.k)::jsonb IS DISTINCT FROM m.v::jsonb)) '
+                'SELECT f.key, f.data, f.version, f.importance, f.created_at, f.updated_at, '
+                'f.expires_at, f.metadata::text, (SELECT array_agg(v.embedding) '
+                'FROM {s}.fact_vectors v WHERE v.namespace = $1 AND v.scope = $2 '
+                'AND v.key = p.key AND v.model = $3 AND v.dims = $7), $14 '
+                'FROM p JOIN {s}.facts f ON f.namespace = $1 AND f.scope = $2 AND f.key = p.key '
+                'WHERE p.sim >= (SELECT min(t.sim) FROM (SELECT p.sim FROM p '
+                'ORDER BY p.sim DESC LIMIT $5) t) - $13', p_vs)
+                USING p_ns, p_scope, p_model, p_query, p_limit, p_now, v_dims, v_within,
+                    p_fk, p_fv, p_since, p_until, p_slack, v_path;
+        END
+        $fn$""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -110,7 +110,7 @@ def postings(text: str) -> tuple[list[str], list[int], int]:
 
 
 def filter_params(where: FactFilter | None) -> dict[str, Any]:
-    """A filter as the parameters of :func:`filter_sql` (and of the ``vector_search``
+    """A filter as the parameters of :func:`filter_sql` (and of the ``vector_candidates``
     function): metadata keys, their values as JSON text, ``since`` and ``until``."""
     if where is None:
         return {"fk": [], "fv": [], "since": None, "until": None}

@@ -17,11 +17,13 @@
   ``(namespace, scope COLLATE "C")`` (migration 2): one index seek per distinct scope.
 * Semantic recall (migration 3): a fact's vectors are rows of ``fact_vectors`` (one per
   field, a ``real[]``), written in the same statement as the fact and removed with it by a
-  foreign key. With pgvector the scope's vectors are compared in SQL (exact); only when
-  ``hnsw_min_vectors`` is given does a scope of more vectors than that go through a partial
-  HNSW index per dims (the ``vector_search`` function; approximate, see docs/postgres.md);
-  without pgvector (or ``vector_search="exact"``) the scope's vectors are fetched and
-  compared in Python (numpy when importable), linear in the scope's facts.
+  foreign key. With pgvector the scope's vectors are compared in SQL, which answers only the
+  facts within float32 rounding of the best, with their vectors, scored exactly in Python
+  (the ``vector_candidates`` function, migration 7: the reference's scores and order); only
+  when ``hnsw_min_vectors`` is given does a scope of more vectors than that go through a
+  partial HNSW index per dims (approximate, see docs/postgres.md); without pgvector (or
+  ``vector_search="exact"``) the scope's vectors are fetched and compared in Python (numpy
+  when importable), linear in the scope's facts.
 * Every operation is written once, as a generator of SQL statements (:mod:`.sql`; the
   operations by concern in :mod:`.log`, :mod:`.facts`, :mod:`.vectors` and
   :mod:`.operations`), and driven by a sync
@@ -219,7 +221,8 @@ class PostgresStore(LogOps, FactOps, Operations, Store):
         self.vector_search: VectorSearch = vector_search
         self.hnsw_min_vectors = None if hnsw_min_vectors is None else max(0, hnsw_min_vectors)
         """With pgvector, scopes with more vectors than this are searched through the HNSW
-        index (approximate); ``None`` (the default): every search is exact."""
+        index (approximate: what the index finds is scored exactly, but it may miss facts);
+        ``None`` (the default): every search is exact."""
         self.pgvector_schema: str | None = None
         """The schema of the pgvector extension when searches use it, else ``None``."""
         self._hnsw_dims: set[int] = set()

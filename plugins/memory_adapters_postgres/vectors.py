@@ -1,16 +1,21 @@
 """Semantic recall as operations (see :mod:`.sql`): a fact's vectors are rows of
 ``fact_vectors`` (one per field, a ``real[]``), written in the same statement as the fact and
 removed with it by a foreign key. With pgvector the scope's vectors are compared in SQL (the
-``vector_search`` function; exact, or through a partial HNSW index per dims for scopes of
-more than ``hnsw_min_vectors`` vectors); without it they are fetched and compared here."""
+``vector_candidates`` function, migration 7; the whole scope, or through a partial HNSW index
+per dims for scopes of more than ``hnsw_min_vectors`` vectors), which answers only the facts
+within float32 rounding of the best, with their vectors: they are scored here exactly
+(:mod:`memory_adapters.exact_vectors`), so the scores and the order are the reference's to
+the last bit. Without pgvector the scope's vectors are fetched and compared here."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from memory_adapters.embedders import Embedding
+from memory_adapters.exact_vectors import Candidate, order, pack, slack
 from memory_adapters.facts import Fact, FactFilter
 
 from .sql import (
@@ -31,7 +36,7 @@ HNSW_MAX_DIMS = 2000
 exactly."""
 
 EXACT_ONLY = 2**31 - 2  # p_exact_below + 1 must fit an integer
-"""The ``p_exact_below`` that makes ``vector_search`` compare every vector of the scope."""
+"""The ``p_exact_below`` that makes ``vector_candidates`` screen every vector of the scope."""
 
 
 class VectorOps(Statements):
@@ -68,12 +73,15 @@ class VectorOps(Statements):
         now = time.time()
         chosen = None if keys is None else list(dict.fromkeys(keys))
         if self.pgvector_schema is not None:
+            # The server screens (vector_candidates, migration 7): the facts that can be
+            # among the best, by pgvector's float32 inner product within a margin of its
+            # rounding, with their vectors; they are scored here exactly, as every store.
             ef = min(1000, max(100, 4 * limit))
             f = filter_params(where)
             rows = yield Q(
                 self.q(
-                    "SELECT * FROM {s}.vector_search(%s, %s, %s, %s::real[], %s, %s, %s, %s, %s, "
-                    "%s::text[], %s::text[], %s::text[], %s, %s)"
+                    "SELECT * FROM {s}.vector_candidates(%s, %s, %s, %s::real[], %s, %s, %s, "
+                    "%s, %s, %s::text[], %s::text[], %s::text[], %s, %s, %s)"
                 ),
                 (
                     namespace,
@@ -90,9 +98,15 @@ class VectorOps(Statements):
                     f["fv"],
                     f["since"],
                     f["until"],
+                    slack(len(query)) * max(1.0, math.sqrt(math.fsum(x * x for x in query))),
                 ),
+                binary=True,  # real[] as float4: the stored floats exactly
             )
-            return [fact_of(r[:8], float(r[8])) for r in rows]
+            candidates = [
+                Candidate(float(r[3]), float(r[5]), r[0], [pack(v) for v in r[8] or ()])
+                for r in rows
+            ]
+            return [fact_of(rows[i][:8], score) for i, score in order(query, candidates, limit)]
         # The exact search without pgvector: every vector of the scope by this model and size
         # (the index on (namespace, scope, model, dims)), or of the given keys (the primary
         # key), of facts passing the filter, compared here.

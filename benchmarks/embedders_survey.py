@@ -6,8 +6,9 @@ Each candidate runs in fresh processes (one per thread count), so that its load 
 cold one and its thread count is really capped. Measured:
 
 * ``load_s``: import, load and embed one sentence, in a fresh process;
-* ``single_per_s``: short chat sentences embedded one call each, on one thread;
-* ``batch_per_s`` / ``batch2_per_s``: the same sentences 64 a call, on one thread and on two;
+* ``speed``: short chat sentences embedded one a call (``single``) and 64 a call
+  (``batch``), on one thread, per second of wall time and per second of CPU time (``_cpu``:
+  what one core does, however busy the machine is); ``speed_2_threads``: on two threads;
 * ``turns`` / ``facts``: recall@5 on the labelled conversations of ``--data``
   (``*.json``: ``sessions[].turns[]``, ``questions[]``, ``facts[]``): each turn indexed as
   ``"Speaker: text"`` (or each fact), each question a query; the share of a question's
@@ -245,16 +246,21 @@ def _fact_docs(f: dict[str, Any]) -> tuple[list[str], list[str], list[tuple[str,
 
 
 def speed(encode: Encode, texts: list[str], seconds: float = 4.0) -> dict[str, float]:
-    def rate(batch: int) -> float:
-        done, start = 0, time.perf_counter()
+    """Texts per second of wall time, and per second of this process's CPU time (the
+    throughput of the cores it used, whatever else the machine was running)."""
+
+    def rate(batch: int) -> tuple[float, float]:
+        done, start, cpu = 0, time.perf_counter(), time.process_time()
         while time.perf_counter() - start < seconds:
             for at in range(0, len(texts), batch):
                 encode(texts[at : at + batch], "document")
             done += len(texts)
-        return done / (time.perf_counter() - start)
+        wall, used = time.perf_counter() - start, time.process_time() - cpu
+        return round(done / wall, 1), round(done / max(used, 1e-9), 1)
 
     encode(texts[:8], "document")  # warm
-    return {"single": round(rate(1), 1), "batch": round(rate(64), 1)}
+    (single, single_cpu), (batch, batch_cpu) = rate(1), rate(64)
+    return {"single": single, "batch": batch, "single_cpu": single_cpu, "batch_cpu": batch_cpu}
 
 
 def one(name: str, data: Path, threads: int, measure_quality: bool) -> dict[str, Any]:
@@ -299,13 +305,14 @@ def main() -> None:
     parser.add_argument("--child")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quality", action="store_true")
+    parser.add_argument("--speed-only", action="store_true", help="skip recall@5")
     a = parser.parse_args()
     if a.child:
         print(json.dumps(one(a.child, a.data, a.threads, a.quality)))
         return
     results: dict[str, Any] = {}
     for name in a.only.split(","):
-        first = run(name, a.data, 1, True)
+        first = run(name, a.data, 1, not a.speed_only)
         if "error" not in first and name != "minilm-fp32":
             first["speed_2_threads"] = run(name, a.data, 2, False).get("speed")
         results[name] = first

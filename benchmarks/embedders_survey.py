@@ -183,34 +183,46 @@ def _matrix(encode: Encode, texts: list[str], kind: str, batch: int = 64) -> Any
     return m / np.clip(np.linalg.norm(m, axis=1, keepdims=True), 1e-12, None)
 
 
+Query = tuple[str, set[str], str]  # the question, the ids it needs, a label (its kind)
+
+
 def _recall_at(
-    encode: Encode, docs: list[str], doc_ids: list[str], queries: list[tuple[str, set[str]]]
-) -> tuple[float, int]:
+    encode: Encode, docs: list[str], doc_ids: list[str], queries: list[Query]
+) -> list[tuple[str, float]]:
+    """Each answerable query's label and recall@5."""
     import numpy as np
 
-    queries = [(q, want) for q, want in queries if want & set(doc_ids)]
+    queries = [q for q in queries if q[1] & set(doc_ids)]
     if not queries or not docs:
-        return 0.0, 0
+        return []
     d = _matrix(encode, docs, "document")
-    q = _matrix(encode, [text for text, _ in queries], "query")
+    q = _matrix(encode, [text for text, _, _ in queries], "query")
     top = np.argsort(-(q @ d.T), axis=1)[:, :5]
-    total = 0.0
-    for row, (_, want) in enumerate(queries):
+    out = []
+    for row, (_, want, label) in enumerate(queries):
         found = {doc_ids[j] for j in top[row]}
-        total += len(found & want) / len(want)
-    return total, len(queries)
+        out.append((label, len(found & want) / len(want)))
+    return out
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
 
 
 def quality(encode: Encode, files: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    """recall@5 over all questions, by kind, and each question's (``per_question``, in file
+    and question order, for paired comparisons)."""
+    out: dict[str, Any] = {"per_question": {}}
     for label, build in (("turns", _turn_docs), ("facts", _fact_docs)):
-        total, asked = 0.0, 0
+        scored: list[tuple[str, float]] = []
         for f in files:
             docs, ids, queries = build(f)
-            t, n = _recall_at(encode, docs, ids, queries)
-            total, asked = total + t, asked + n
-        out[label] = round(total / asked, 4) if asked else None
-        out[label + "_questions"] = asked
+            scored += _recall_at(encode, docs, ids, queries)
+        out[label] = _mean([r for _, r in scored])
+        out[label + "_questions"] = len(scored)
+        for kind in sorted({k for k, _ in scored}):
+            out[f"{label}_{kind}"] = _mean([r for k, r in scored if k == kind])
+        out["per_question"][label] = [r for _, r in scored]
     import recall_set
 
     from memory_adapters.facts import search_text
@@ -220,28 +232,33 @@ def quality(encode: Encode, files: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ids = [k for k, _ in facts]
     for kind in ("paraphrase", "shared"):
         qs = [
-            (q, {f.key})
+            (q, {f.key}, kind)
             for f in recall_set.LABELLED
             for q in (f.paraphrases if kind == "paraphrase" else f.shared)
         ]
-        t, n = _recall_at(encode, docs, ids, qs)
-        out["builtin_" + kind] = round(t / n, 4)
+        out["builtin_" + kind] = _mean([r for _, r in _recall_at(encode, docs, ids, qs)])
     return out
 
 
-def _turn_docs(f: dict[str, Any]) -> tuple[list[str], list[str], list[tuple[str, set[str]]]]:
+def _turn_docs(f: dict[str, Any]) -> tuple[list[str], list[str], list[Query]]:
     turns = [t for s in f.get("sessions", []) for t in s.get("turns", [])]
     docs = [f"{t.get('speaker', '')}: {t.get('text', '')}" for t in turns]
     ids = [str(t["id"]) for t in turns]
-    qs = [(q["question"], {str(e) for e in q.get("evidence", [])}) for q in f["questions"]]
+    qs = [
+        (q["question"], {str(e) for e in q.get("evidence", [])}, str(q.get("kind", "")))
+        for q in f["questions"]
+    ]
     return docs, ids, qs
 
 
-def _fact_docs(f: dict[str, Any]) -> tuple[list[str], list[str], list[tuple[str, set[str]]]]:
+def _fact_docs(f: dict[str, Any]) -> tuple[list[str], list[str], list[Query]]:
     facts = f.get("facts", [])
     docs = [str(x.get("text", "")) for x in facts]
     ids = [str(x["id"]) for x in facts]
-    qs = [(q["question"], {str(e) for e in q.get("facts", [])}) for q in f["questions"]]
+    qs = [
+        (q["question"], {str(e) for e in q.get("facts", [])}, str(q.get("kind", "")))
+        for q in f["questions"]
+    ]
     return docs, ids, qs
 
 
@@ -316,9 +333,35 @@ def main() -> None:
         if "error" not in first and name != "minilm-fp32":
             first["speed_2_threads"] = run(name, a.data, 2, False).get("speed")
         results[name] = first
-        print(name, json.dumps(first), flush=True)
+        print(name, "done", flush=True)
+    base = results.get("wordllama", {}).get("quality", {}).get("per_question", {})
+    for name, result in results.items():
+        mine = result.get("quality", {}).get("per_question", {})
+        for label in ("turns", "facts"):
+            if name != "wordllama" and len(mine.get(label, [])) == len(base.get(label, [])) > 0:
+                result["quality"][label + "_vs_wordllama"] = paired(mine[label], base[label])
+    for name, result in results.items():
+        shown = {k: v for k, v in result.items() if k != "quality"}
+        shown["quality"] = {
+            k: v for k, v in result.get("quality", {}).items() if k != "per_question"
+        }
+        print(name, json.dumps(shown))
     if a.out:
         a.out.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def paired(a: Sequence[float], b: Sequence[float], rounds: int = 10000) -> dict[str, float]:
+    """The mean of ``a - b`` over the same questions, with its 95% bootstrap interval."""
+    import random
+
+    diffs = [x - y for x, y in zip(a, b, strict=True)]
+    rng = random.Random(7)
+    means = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(rounds))
+    return {
+        "mean": round(sum(diffs) / len(diffs), 4),
+        "low": round(means[int(0.025 * rounds)], 4),
+        "high": round(means[int(0.975 * rounds)], 4),
+    }
 
 
 if __name__ == "__main__":

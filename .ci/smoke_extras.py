@@ -1,11 +1,12 @@
 """CI: use each extra no example uses, in an environment holding the built wheel.
 
-    python .ci/smoke_extras.py postgres mongo motor embeddings otel dbos
+    python .ci/smoke_extras.py postgres mongo motor embeddings minilm otel dbos
 
 Run by ``.ci/run_examples.py`` in the wheel-installed environment of those extras, offline and
 with no server: each store plugin loads its driver and opens a store (PostgreSQL and MongoDB
 on an address where nothing listens, so the driver itself must answer ``StoreUnavailable``,
-not ``MissingExtra``), and the ``embeddings`` extra's offline model finds a fact by meaning.
+not ``MissingExtra``), and the ``embeddings`` and ``minilm`` extras' offline models find a fact
+by meaning.
 Only the standard library and the wheel's packages are used.
 """
 
@@ -77,6 +78,17 @@ def embeddings() -> str:
     return f"found by meaning: {found[0].value!r}"
 
 
+def minilm() -> str:
+    memory = Memory("memory://", embed="minilm")
+    assert memory.embedder is not None and memory.embedder.name.startswith("minilm:")
+    with memory.session(user_id="u", conversation_id="c"):
+        memory.facts.put("favourite_tea", "oolong")
+        memory.facts.put("dog_name", "Rex")
+        found = memory.facts.search("Which drink do I prefer?", mode="semantic")
+    assert found and found[0].key == "favourite_tea", found
+    return f"found by meaning with {memory.embedder.name}: {found[0].value!r}"
+
+
 def otel() -> str:
     from memory_adapters_otel import OpenTelemetry
     from opentelemetry import trace
@@ -105,6 +117,7 @@ SMOKES: dict[str, Callable[[], str]] = {
     "mongo": mongo,
     "motor": motor,
     "embeddings": embeddings,
+    "minilm": minilm,
 }
 
 

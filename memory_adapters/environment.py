@@ -47,8 +47,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         EMBED,
         "embed",
-        "an embedder name (`wordllama`, `openai:text-embedding-3-small`), or `false` for none "
-        "(default: the installed default)",
+        "an embedder name (`minilm`, `wordllama`, `openai:text-embedding-3-small`), or `false` "
+        "for none (default: the installed default)",
     ),
     Variable(
         OTEL_CONTENT,

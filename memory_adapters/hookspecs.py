@@ -98,8 +98,9 @@ def make_embedder(spec: object) -> Embedder | None:
     know ``spec``.
 
     ``spec`` is ``None`` when the application chose nothing: a plugin offering a default
-    embedder answers then (the built-in WordLlama plugin does, ``trylast``, when the
-    ``embeddings`` extra is installed); otherwise a name (``"wordllama"``,
+    embedder answers then (the built-in all-MiniLM-L6-v2 plugin does when the ``embeddings``
+    extra is installed; the WordLlama plugin, ``trylast``, when only the ``wordllama`` extra
+    is); otherwise a name (``"minilm"``, ``"wordllama"``,
     ``"openai:text-embedding-3-small"``) or an object (a pydantic-ai ``Embedder``, a LangChain
     ``Embeddings``, a callable). Answer without importing a framework the user did not install
     (check ``sys.modules`` for objects). *firstresult*: the first answer wins; the built-in

@@ -55,6 +55,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "pydantic_ai": "memory_adapters_pydantic_ai",
     "langchain": "memory_adapters_langchain",
     "wordllama": "memory_adapters_wordllama",
+    "minilm": "memory_adapters_minilm",
     "otel": "memory_adapters_otel",
 }
 """The built-in plugins this distribution declares as entry points. Used only when the

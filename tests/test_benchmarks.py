@@ -310,7 +310,7 @@ def test_recall_quick_run_measures_quality_and_latency(tmp_path: Path) -> None:
     """``recall.py --quick``: recall@5/10/25 of every mode and of both plain baselines on the
     turns and the facts of one labelled conversation, every store ranking as the first, the
     per-kind table and the verdicts, and latency rows at 1,000 facts."""
-    pytest.importorskip("wordllama")
+    pytest.importorskip("onnxruntime")  # the embeddings extra (the default embedder)
     pytest.importorskip("numpy")
     out = tmp_path / "recall.json"
     done = subprocess.run(

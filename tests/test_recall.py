@@ -38,8 +38,10 @@ def _keys(found: list[Any]) -> list[str]:
 
 def test_the_embeddings_extra_gives_every_memory_an_offline_model() -> None:
     memory = Memory("memory://")
-    assert memory.embedder is not None and memory.embedder.name.startswith("wordllama:")
-    assert Memory("memory://", embed="wordllama").embedder is not None
+    assert memory.embedder is not None and memory.embedder.name.startswith("minilm:")
+    assert Memory("memory://", embed="minilm").embedder is not None
+    light = Memory("memory://", embed="wordllama")  # the light option, by name
+    assert light.embedder is not None and light.embedder.name.startswith("wordllama:")
     assert Memory("memory://", embed=False).embedder is None
     with memory.session(user_id="alice"):
         for key, value in PROFILE.items():
@@ -53,7 +55,7 @@ def test_a_memory_given_a_store_object_chooses_its_embedder_as_one_given_a_url()
     """``Memory(store=...)`` loads the plugins that make embedders, as ``Memory(url)`` does: the
     same default, and an embedder named by its plugin."""
     given = Memory(store=InMemoryStore())
-    assert given.embedder is not None and given.embedder.name.startswith("wordllama:")
+    assert given.embedder is not None and given.embedder.name.startswith("minilm:")
     named = Memory(store=InMemoryStore(), embed="wordllama")
     assert named.embedder is not None and named.embedder.name.startswith("wordllama:")
     assert Memory(store=InMemoryStore(), embed=False).embedder is None
@@ -72,7 +74,7 @@ def refuse(*a, **k):
 socket.socket.connect = refuse
 socket.create_connection = refuse
 from memory_adapters import Memory
-m = Memory("memory://")
+m = Memory("memory://", embed="wordllama")
 with m.session(user_id="u"):
     m.facts.put("favourite_tea", "oolong")
     m.facts.put("home_city", "Lisbon")
@@ -203,9 +205,10 @@ def test_wordllama_by_name_without_the_extra_names_the_fix(monkeypatch: pytest.M
         "find_spec",
         lambda name, *a: None if name == "wordllama" else real(name, *a),
     )
-    with pytest.raises(MissingExtra, match=r"memory-adapters\[embeddings\]"):
+    with pytest.raises(MissingExtra, match=r"memory-adapters\[wordllama\]"):
         Memory("memory://", embed="wordllama")
-    assert Memory("memory://").embedder is None  # no extra: keyword search, no error
+    default = Memory("memory://").embedder  # the default is the embeddings extra's model
+    assert default is not None and default.name.startswith("minilm:")
 
 
 def test_the_embed_hook_can_answer_in_the_embedders_place() -> None:

@@ -23,7 +23,7 @@ def state():
     return {{"level": root.level, "handlers": [repr(h) for h in root.handlers]}}
 before = state()
 from memory_adapters import Memory
-memory = Memory("memory://")
+memory = Memory("memory://", embed="wordllama")
 assert memory.embedder is not None and memory.embedder.name.startswith("wordllama:")
 with memory.session(user_id="u"):
     memory.facts.put("favourite_tea", "oolong")  # the first embedding: WordLlama is imported

@@ -1446,6 +1446,10 @@ class MultiProcessConformance:
             for i in range(1, batches):
                 store.append("forked", _entries(f"w0b{i}", 3))
             child.join(120)
+            if child.exitcode is None:  # hung: end it, so that its locks hold up no later test
+                child.kill()
+                child.join(10)
+                raise AssertionError("the forked child did not finish in 120 s")
             assert child.exitcode == 0, f"the forked child failed with exit code {child.exitcode}"
             check_log(store.read("forked"), 2, batches, 3)
             store.append("after", _entries("w0b0", 3))

@@ -50,7 +50,7 @@ from memory_adapters import (
     hookimpl,
 )
 from memory_adapters.errors import EmbedderFailed
-from memory_adapters.facts import Fact, supports_vectors
+from memory_adapters.facts import Fact, embed_text, supports_vectors
 from memory_adapters.testing.conformance import HOSTILE_KEYS
 from memory_adapters.testing.embedders import ConceptEmbedder
 from memory_adapters.testing.langgraph import BaseStoreParity, view
@@ -361,7 +361,8 @@ def test_async_calls_never_block_the_event_loop(tmp_path: Path) -> None:
     store.put(ALICE, "tea", {"content": "oolong"}, ttl=5)
     calls: list[tuple[str, int]] = []
     target: Any = memory.store
-    for name in ("get_fact", "put_fact", "list_facts", "search_facts", "delete_fact"):
+    names = ("get_fact", "put_fact", "list_facts", "match_terms", "delete_fact", "refresh_fact")
+    for name in names:
         original = getattr(target, name)
 
         def spy(*args: Any, __name: str = name, __original: Any = original, **kw: Any) -> Any:
@@ -387,10 +388,7 @@ def test_async_calls_never_block_the_event_loop(tmp_path: Path) -> None:
         return threading.get_ident()
 
     loop_thread = asyncio.run(go())
-    names = {name for name, _ in calls}
-    assert names == {"get_fact", "put_fact", "list_facts", "search_facts", "delete_fact"} | {
-        "list_fact_scopes"
-    }
+    assert {name for name, _ in calls} == {*names, "list_fact_scopes"}
     assert all(ident != loop_thread for _, ident in calls), calls
     memory.close()
 
@@ -788,7 +786,7 @@ def test_the_users_facts_are_shared_with_the_core_embedder(tmp_path: Path) -> No
         store = MemoryStore(memory, index={"dims": DIMS, "embed": memory.embedder})
         with memory.session(user_id="alice"):
             memory.tools.call("save_memory", {"key": "tea", "value": "Alice drinks oolong"})
-        assert concepts.documents == ["tea\nAlice drinks oolong"]
+        assert concepts.documents == [embed_text("tea", "Alice drinks oolong")]
         store.put(ALICE, "pet", {"content": "Rex the parrot"})
         assert concepts.documents[1:] == ['{"content": "Rex the parrot"}']  # "$": the JSON
         found = store.search(ALICE, query="a beverage")
@@ -852,3 +850,63 @@ def test_a_bad_index_or_put_index_is_refused(memory: Memory) -> None:
     with pytest.raises(EmbedderFailed):  # vectors of 2 dimensions, not DIMS
         wrong.put(("d",), "k", {"text": "x"})
     assert wrong.get(("d",), "k") is None  # nothing written
+
+
+def test_a_ttl_refresh_keeps_the_items_vectors(any_memory: Memory) -> None:
+    """Issue 27 #2: a refresh on read moves the expiry and keeps the vectors the put wrote
+    (the store's fields, a put's own ``index=[...]``, ``index=False``): later searches
+    still rank by meaning, embed nothing again, and score as the first one did."""
+    embeddings = CountingEmbeddings()
+    ttl = {"default_ttl": 2, "refresh_on_read": True}
+    store = _vector_store(any_memory, embed=embeddings, fields=["text"])
+    if store is None:
+        return
+    store = MemoryStore(any_memory, index=_index(embeddings, ["text"]), ttl=ttl)  # type: ignore[arg-type]
+    store.put(("docs",), "tea", {"text": "I sip oolong every morning"})
+    store.put(
+        ("docs",), "city", {"text": "Lisbon is home", "title": "a hot drink"}, index=["title"]
+    )
+    store.put(("docs",), "off", {"text": "green tea"}, index=False)
+    documents = list(embeddings.documents)
+    first = [(i.key, i.score) for i in store.search(("docs",), query="which beverage?")]
+    assert first[0][0] in ("tea", "city") and first[-1] == ("off", None)
+    scope = store.fact_scope(("docs",))
+    for _ in range(3):
+        again = [(i.key, i.score) for i in store.search(("docs",), query="which beverage?")]
+        assert again == first  # ranked by meaning every time, the same scores
+        fact = any_memory.store.get_fact("default", scope, "tea")
+        assert fact is not None and fact.expires_at is not None
+        assert round(fact.expires_at - fact.updated_at, 3) == 120.0  # refreshed, same TTL
+    assert embeddings.documents == documents  # nothing embedded again
+    scores = dict(first)
+    assert scores["city"] == pytest.approx(
+        dot_unit(
+            embeddings.concepts.vector("which beverage?"),
+            embeddings.concepts.vector("a hot drink"),
+        ),
+        abs=1e-5,
+    )  # still the put's own field
+
+
+def test_a_ttl_refresh_keeps_the_items_vectors_async(any_memory: Memory) -> None:
+    embeddings = CountingEmbeddings()
+    if not supports_vectors(any_memory.store):
+        return
+    store = MemoryStore(
+        any_memory,
+        index=_index(embeddings, ["text"]),  # type: ignore[arg-type]
+        ttl={"default_ttl": 2, "refresh_on_read": True},
+    )
+
+    async def run() -> None:
+        await store.aput(("docs",), "tea", {"text": "I sip oolong every morning"})
+        documents = list(embeddings.documents)
+        first = [(i.key, i.score) for i in await store.asearch(("docs",), query="a drink")]
+        for _ in range(2):
+            again = [(i.key, i.score) for i in await store.asearch(("docs",), query="a drink")]
+            assert again == first and first[0][1] is not None
+        assert await store.aget(("docs",), "tea") is not None
+        assert [(i.key, i.score) for i in await store.asearch(("docs",), query="a drink")] == first
+        assert embeddings.documents == documents
+
+    asyncio.run(run())

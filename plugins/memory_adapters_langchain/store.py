@@ -70,10 +70,13 @@ expired items are never returned, listed or searched (``memory.store.prune()`` d
 "refresh_on_read": ...})`` works as in LangGraph's stores. A refresh on ``get`` / ``search``
 extends the expiry by the item's original TTL, which is not stored anywhere else: it is
 ``expires_at - updated_at`` of the fact, as every write sets both. So a refresh is a write
-(a compare-and-swap of the same value: it bumps the fact's version and ``updated_at`` and
-fires ``fact_stored``; it gives way to a concurrent writer). The TTL is recovered to the
-millisecond: exact when the store takes less than half a millisecond between the plan and
-its write, otherwise a refresh may shorten it by that latency.
+(:meth:`Store.refresh_fact <memory_adapters.store.Store.refresh_fact>`, a compare-and-swap on
+the version read: it moves the expiry, bumps the fact's version and ``updated_at``, keeps the
+value and the vectors, records no history, fires no hook; it gives way to a concurrent
+writer; a store without ``refresh_fact`` writes the value again, without its vectors). The
+TTL is recovered to the millisecond: exact when the store takes less than half a
+millisecond between the plan and its write, otherwise a refresh may shorten it by that
+latency.
 
 **Semantic search.** ``MemoryStore(memory, index={"dims": ..., "embed": ..., "fields":
 [...]})`` searches by meaning as LangGraph's stores do. ``embed``: what LangGraph's
@@ -154,6 +157,7 @@ from memory_adapters.facts import (
     embed_plan,
     embed_text,
     index_text,
+    supports_refresh,
     supports_vectors,
     write_fact,
 )
@@ -807,9 +811,14 @@ class MemoryStore(BaseStore):
         if fact.expires_at is None:
             return
         ttl = round(fact.expires_at - fact.updated_at, 3)
-        if ttl > 0:
-            # the store contract cannot move an expiry alone: this write drops the fact's
-            # vectors, and the next search that needs them embeds it again
+        if ttl <= 0:
+            return
+        if supports_refresh(self.memory.store):  # the same fact, vectors kept, a new expiry
+            yield StoreCall(
+                "refresh_fact",
+                (self.namespace, where.scope, fact.key, fact.version, time.time() + ttl),
+            )
+        else:  # a store without Store.refresh_fact: written again, without its vectors
             yield from self._write(
                 where, fact.key, fact.value, ttl, fact.version, None, fact.importance
             )

@@ -151,6 +151,22 @@ class VectorOps(Statements):
         )
         return [fact_of(r) for r in rows]
 
+    def _refresh_fact(
+        self, namespace: str, scope: str, key: str, version: int, expires_at: float
+    ) -> Op[bool]:
+        now = time.time()
+        row = yield Q(
+            self.q(
+                "UPDATE {s}.facts SET version = version + 1, updated_at = %(now)s, "
+                "expires_at = %(exp)s WHERE namespace = %(ns)s AND scope = %(sc)s "
+                "AND key = %(k)s AND version = %(v)s "
+                "AND (expires_at IS NULL OR expires_at > %(now)s) RETURNING version"
+            ),
+            {"ns": namespace, "sc": scope, "k": key, "v": version, "now": now, "exp": expires_at},
+            "one",
+        )
+        return row is not None
+
     def _set_fact_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
     ) -> Op[bool]:

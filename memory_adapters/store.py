@@ -412,18 +412,16 @@ class Store(ABC):
         written since. Optional, like :meth:`search_fact_vectors`."""
         raise Unsupported(f"{type(self).__name__} cannot search by meaning")
 
-    def refresh_fact(
-        self, namespace: str, scope: str, key: str, version: int, expires_at: float
-    ) -> bool:
-        """Move the expiry of a fact that is live and still at ``version`` to ``expires_at``,
-        as a write of the same value: its version grows by one and ``updated_at`` becomes
-        now; its value, importance, metadata, ``created_at``, terms, embedding and vectors
-        stay as they are, and no history is recorded (the value did not change). ``False``,
-        writing nothing, when it is gone, expired or was written since. What a TTL refresh
-        on read needs (the LangGraph ``BaseStore``): a ``put_fact`` of the same value would
-        drop the vectors. Optional: the default raises
-        :class:`~memory_adapters.errors.Unsupported` (the caller then writes the fact again,
-        without vectors)."""
+    def refresh_fact(self, namespace: str, scope: str, key: str, version: int, ttl: float) -> bool:
+        """Extend a fact that is live and still at ``version`` by ``ttl`` seconds, as a write
+        of the same value: ``updated_at`` becomes now and ``expires_at`` now + ``ttl`` (the
+        same now: ``expires_at - updated_at`` is ``ttl``); its version grows by one; its
+        value, importance, metadata, ``created_at``, terms, embedding and vectors stay as they
+        are, and no history is recorded (the value did not change). ``False``, writing
+        nothing, when it is gone, expired or was written since. What a TTL refresh on read
+        needs (the LangGraph ``BaseStore``): a ``put_fact`` of the same value would drop the
+        vectors. Optional: the default raises :class:`~memory_adapters.errors.Unsupported`
+        (the caller then writes the fact again, without vectors)."""
         raise Unsupported(f"{type(self).__name__} cannot refresh a fact's expiry")
 
     @abstractmethod
@@ -712,10 +710,10 @@ class Store(ABC):
         )
 
     async def arefresh_fact(
-        self, namespace: str, scope: str, key: str, version: int, expires_at: float
+        self, namespace: str, scope: str, key: str, version: int, ttl: float
     ) -> bool:
         """Async :meth:`refresh_fact`."""
-        return await self._offload(self.refresh_fact, namespace, scope, key, version, expires_at)
+        return await self._offload(self.refresh_fact, namespace, scope, key, version, ttl)
 
     async def aprune(self) -> int:
         """Async :meth:`prune`."""

@@ -173,12 +173,18 @@ def test_namespaces_map_to_scopes(memory: Memory) -> None:
     assert store.fact_scope(("a/b",)) == "lg:a%2Fb/"  # one label, not two
     assert store.fact_scope(("a", "b")) == "lg:a/b/"
     assert store.fact_scope(("memories",)) == "lg:memories/"
-    assert store.fact_scope(("memories", "alice", "notes")) == "lg:memories/alice/notes/"
+    # another namespace beneath a user's is that user's: kept beneath the user's scope
+    notes = ("memories", "alice", "notes")
+    assert store.fact_scope(notes) == "user:alice/lg:memories/alice/notes/"
     for ns in [ALICE, ("docs", "v1"), ("a/b",), ("ünï", "🦜"), ("memories", "u", "agents", "a")]:
         assert store.namespace_of(store.fact_scope(ns)) == ns
+    assert store.namespace_of(store.fact_scope(notes)) == notes
     for scope in ["conversation:default::c", "lg:", "lg:a", "lg:%ZZ/", "lg:%FF/", "user:", "x"]:
         assert store.namespace_of(scope) is None
     assert store.namespace_of("lg:memories/alice/") is None  # not how ALICE is spelled
+    assert store.namespace_of("lg:memories/alice/notes/") is None  # nor the notes
+    assert store.namespace_of("user:bob/lg:memories/alice/notes/") is None  # alice's, not bob's
+    assert store.namespace_of("user:alice/other") is None
 
     store.put(("a/b",), "k", {"v": 1})
     store.put(("a", "b"), "k", {"v": 2})
@@ -894,7 +900,7 @@ def test_a_ttl_refresh_keeps_the_items_vectors_async(any_memory: Memory) -> None
         return
     store = MemoryStore(
         any_memory,
-        index=_index(embeddings, ["text"]),  # type: ignore[arg-type]
+        index=_index(embeddings, ["text"]),
         ttl={"default_ttl": 2, "refresh_on_read": True},
     )
 
@@ -910,3 +916,90 @@ def test_a_ttl_refresh_keeps_the_items_vectors_async(any_memory: Memory) -> None
         assert embeddings.documents == documents
 
     asyncio.run(run())
+
+
+# -- whose items: erase, export and retention reach the user's namespaces ------------------------
+
+
+def _items(store: MemoryStore) -> set[tuple[tuple[str, ...], str]]:
+    return {(tuple(i.namespace), i.key) for i in store.search((), limit=1000)}
+
+
+@pytest.mark.parametrize(
+    "user_namespace",
+    [
+        None,  # the default, LangMem's ("memories", "{user_id}")
+        ("users", "{user_id}"),
+        lambda ns: ns[1] if len(ns) > 1 and ns[0] in ("users", "memories") else None,
+    ],
+    ids=["default", "template", "function"],
+)
+def test_erase_export_and_retention_reach_the_users_namespaces(
+    any_memory: Memory, tmp_path: Path, user_namespace: Any
+) -> None:
+    """Issue 27 #4: every namespace ``user_namespace`` says is alice's is erased, exported and
+    pruned with her memory; nothing of anybody else (bob, "alice2", the graph's own)."""
+    import io
+    import json
+    import time
+
+    from memory_adapters.transfer import export_jsonl
+
+    options = {} if user_namespace is None else {"user_namespace": user_namespace}
+    store = MemoryStore(any_memory, **options)
+    root = "memories" if user_namespace is None else "users"
+    alices = [
+        (root, "alice"),
+        (root, "alice", "prefs"),
+        (root, "alice", "prefs", "deep"),
+        (root, "alice", "agents", "planner"),
+    ]
+    others = [(root, "bob"), (root, "bob", "prefs"), (root, "alice2", "prefs"), ("docs", "alice")]
+    for ns in alices + others:
+        store.put(ns, "k", {"content": f"in {'/'.join(ns)}"})
+    store.put((root, "alice", "prefs"), "brief", {"content": "soon gone"}, ttl=0.002)
+    with any_memory.session(user_id="alice"):  # the library's own tools, alice's memory
+        any_memory.tools.call("save_memory", {"key": "tea", "value": "oolong"})
+    assert store.get((root, "alice", "prefs"), "k") is not None
+    # found by prefix: one user's, or everybody's
+    assert {ns for ns, _ in _items(store) if ns[:2] == (root, "alice")} == set(alices)
+    assert {tuple(i.namespace) for i in store.search((root, "alice", "prefs"))} == {
+        (root, "alice", "prefs"),
+        (root, "alice", "prefs", "deep"),
+    }
+    assert set(store.list_namespaces(prefix=(root, "alice"))) == set(alices)
+
+    out = io.StringIO()
+    export_jsonl(any_memory, out, user_id="alice")
+    exported = {
+        json.loads(line)["value"]["content"]
+        for line in out.getvalue().splitlines()
+        if json.loads(line).get("type") == "fact" and isinstance(json.loads(line)["value"], dict)
+    }
+    assert {f"in {'/'.join(ns)}" for ns in alices} <= exported
+    assert not any("bob" in c or "alice2" in c or c.startswith("in docs") for c in exported)
+
+    time.sleep(0.3)  # "brief" expires (0.12 s)
+    assert any_memory.retain(idle_days=365).facts >= 1  # retention prunes it
+    assert store.get((root, "alice", "prefs"), "brief", refresh_ttl=False) is None
+
+    report = any_memory.erase(user_id="alice")
+    assert report.facts >= len(alices) + (1 if user_namespace is None else 0)
+    left = _items(store)
+    assert left == {(ns, "k") for ns in others}
+    with any_memory.session(user_id="alice"):
+        assert any_memory.facts.get("tea") is None
+
+
+def test_a_bad_user_namespace_is_refused(memory: Memory) -> None:
+    with pytest.raises(InvalidNamespace, match="last label"):
+        MemoryStore(memory, user_namespace=("{user_id}", "memories"))
+    store = MemoryStore(memory, user_namespace=lambda ns: 42)  # type: ignore[arg-type,return-value]
+    with pytest.raises(InvalidInput, match="not a str"):
+        store.put(("users", "x"), "k", {"v": 1})
+    store = MemoryStore(memory, user_namespace=lambda ns: "a" if ns[0] == "users" else None)
+    assert store.fact_scope(("users",)) == "user:a/lg:users/"
+    assert store.namespace_of("user:a") is None  # with a function, no namespace is the user's own
+    assert repr(MemoryStore(memory, user_namespace=("memories",))).endswith(
+        "user_namespace=('memories',)>"
+    )  # the older spelling of the default

@@ -555,9 +555,7 @@ class InMemoryStore(Store):
             row.embed(embedding)
             return True
 
-    def refresh_fact(
-        self, namespace: str, scope: str, key: str, version: int, expires_at: float
-    ) -> bool:
+    def refresh_fact(self, namespace: str, scope: str, key: str, version: int, ttl: float) -> bool:
         self._check_open()
         now = time.time()
         with self._lock:
@@ -566,7 +564,7 @@ class InMemoryStore(Store):
                 return False
             row.version += 1
             row.updated_at = now
-            row.expires_at = expires_at
+            row.expires_at = now + ttl
             return True
 
     def list_fact_scopes(

@@ -479,11 +479,11 @@ class MongoStore(Store):
         return lambda: facts.to_embed(namespace, scope, model, limit)
 
     def _refresh(
-        self, namespace: str, scope: str, key: str, version: int, expires_at: float
+        self, namespace: str, scope: str, key: str, version: int, ttl: float
     ) -> Callable[[], Plan[bool]]:
         namespace, scope, key = self._fact_key(namespace, scope, key)
         version = _int(version, "version")
-        return lambda: facts.refresh(namespace, scope, key, version, expires_at)
+        return lambda: facts.refresh(namespace, scope, key, version, ttl)
 
     def _set_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
@@ -659,10 +659,8 @@ class MongoStore(Store):
     ) -> list[Fact]:
         return self._run(self._to_embed(namespace, scope, model, limit))
 
-    def refresh_fact(
-        self, namespace: str, scope: str, key: str, version: int, expires_at: float
-    ) -> bool:
-        return self._run(self._refresh(namespace, scope, key, version, expires_at))
+    def refresh_fact(self, namespace: str, scope: str, key: str, version: int, ttl: float) -> bool:
+        return self._run(self._refresh(namespace, scope, key, version, ttl))
 
     def set_fact_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
@@ -843,9 +841,9 @@ class MongoStore(Store):
         return await self._arun(self._to_embed(namespace, scope, model, limit))
 
     async def arefresh_fact(
-        self, namespace: str, scope: str, key: str, version: int, expires_at: float
+        self, namespace: str, scope: str, key: str, version: int, ttl: float
     ) -> bool:
-        return await self._arun(self._refresh(namespace, scope, key, version, expires_at))
+        return await self._arun(self._refresh(namespace, scope, key, version, ttl))
 
     async def aset_fact_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding

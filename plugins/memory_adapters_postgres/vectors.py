@@ -152,7 +152,7 @@ class VectorOps(Statements):
         return [fact_of(r) for r in rows]
 
     def _refresh_fact(
-        self, namespace: str, scope: str, key: str, version: int, expires_at: float
+        self, namespace: str, scope: str, key: str, version: int, ttl: float
     ) -> Op[bool]:
         now = time.time()
         row = yield Q(
@@ -162,7 +162,7 @@ class VectorOps(Statements):
                 "AND key = %(k)s AND version = %(v)s "
                 "AND (expires_at IS NULL OR expires_at > %(now)s) RETURNING version"
             ),
-            {"ns": namespace, "sc": scope, "k": key, "v": version, "now": now, "exp": expires_at},
+            {"ns": namespace, "sc": scope, "k": key, "v": version, "now": now, "exp": now + ttl},
             "one",
         )
         return row is not None

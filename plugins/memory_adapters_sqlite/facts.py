@@ -522,9 +522,7 @@ class FactStore(Store):
             ).fetchall()
         return [row_fact(r) for r in rows]
 
-    def refresh_fact(
-        self, namespace: str, scope: str, key: str, version: int, expires_at: float
-    ) -> bool:
+    def refresh_fact(self, namespace: str, scope: str, key: str, version: int, ttl: float) -> bool:
         now = time.time()
         with self._write() as db:
             row = db.execute(
@@ -537,12 +535,12 @@ class FactStore(Store):
             db.execute(
                 "UPDATE ma_facts SET version = version + 1, updated_at = ?, expires_at = ? "
                 "WHERE id = ?",
-                (now, expires_at, row[0]),
+                (now, now + ttl, row[0]),
             )
             # the vectors keep their own copy of the expiry (searches read nothing else)
             db.execute(
                 "UPDATE ma_fact_vectors SET expires_at = ? WHERE fact_id = ?",
-                (expires_at, row[0]),
+                (now + ttl, row[0]),
             )
         return True
 

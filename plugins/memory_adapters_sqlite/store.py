@@ -591,7 +591,7 @@ class SQLiteStore(FactStore):
                 db,
                 namespace,
                 (keys.user_scope,),
-                (keys.agent_prefix, keys.conversation_scope_prefix),
+                (keys.beneath_prefix, keys.conversation_scope_prefix),
             )
             working, wvectors, whistory = delete_facts(
                 db, keys.working_namespace, (), (keys.conversation_prefix,)

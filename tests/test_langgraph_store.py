@@ -5,6 +5,7 @@ bad input."""
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -49,6 +50,7 @@ from memory_adapters import (
     ValueTooLarge,
     hookimpl,
 )
+from memory_adapters.embedders import normalized
 from memory_adapters.errors import EmbedderFailed
 from memory_adapters.facts import Fact, embed_text, supports_vectors
 from memory_adapters.testing.conformance import HOSTILE_KEYS
@@ -1003,3 +1005,49 @@ def test_a_bad_user_namespace_is_refused(memory: Memory) -> None:
     assert repr(MemoryStore(memory, user_namespace=("memories",))).endswith(
         "user_namespace=('memories',)>"
     )  # the older spelling of the default
+
+
+@pytest.mark.parametrize("distance_type", ["cosine", "inner_product", "l2"])
+def test_distance_types_score_as_langgraphs_stores(any_memory: Memory, distance_type: str) -> None:
+    """Issue 27 #3: ``index["distance_type"]`` scores as LangGraph's PostgresStore does (for
+    unit vectors: the cosine, the dot product, minus the Euclidean distance);
+    ``ann_index_config`` is accepted, what does not apply ignored."""
+    embeddings = CountingEmbeddings()
+    ann = {"vector_type": "halfvec", "kind": "hnsw", "m": 8, "ef_construction": 32}
+    store = _vector_store(
+        any_memory,
+        embed=embeddings,
+        fields=["text"],
+        distance_type=distance_type,
+        ann_index_config=ann,
+    )
+    if store is None:
+        return
+    texts = {"tea": "I sip oolong every morning", "city": "Lisbon is home", "dog": "Rex"}
+    for key, text in texts.items():
+        store.put(("docs",), key, {"text": text})
+    query = "which beverage?"
+    found = store.search(("docs",), query=query)
+    unit = [normalized(embeddings.concepts.vector(t)) for t in [query, *texts.values()]]
+    cosines = {
+        key: sum(a * b for a, b in zip(unit[0], u, strict=True))
+        for key, u in zip(texts, unit[1:], strict=True)
+    }
+    expected = {
+        k: (-math.dist(unit[0], u) if distance_type == "l2" else cosines[k])
+        for k, u in zip(texts, unit[1:], strict=True)
+    }
+    assert [i.key for i in found] == sorted(texts, key=lambda k: -cosines[k])
+    for item in found:
+        assert item.score == pytest.approx(expected[item.key], abs=1e-5)
+
+
+def test_unsupported_distance_types_are_refused(memory: Memory) -> None:
+    embeddings = CountingEmbeddings()
+    if not supports_vectors(memory.store):
+        return
+    with pytest.raises(Unsupported, match="bit vectors"):
+        MemoryStore(memory, index={**_index(embeddings), "distance_type": "hamming"})
+    bits = {**_index(embeddings), "ann_index_config": {"vector_type": "bit"}}
+    with pytest.raises(Unsupported, match="halfvec"):
+        MemoryStore(memory, index=bits)

@@ -201,6 +201,13 @@ MAX_SCOPE_CHARS = 1024
 """The longest fact scope a namespace may map to (labels are percent-encoded, so a
 non-ASCII label takes up to 12 characters per character)."""
 
+DISTANCE_TYPES = ("cosine", "inner_product", "l2")
+"""The ``index["distance_type"]`` values, scored as LangGraph's ``PostgresStore`` scores them
+for unit vectors: ``cosine`` the cosine similarity; ``inner_product`` the dot product (equal to
+it); ``l2`` minus the Euclidean distance, ``-sqrt(2 - 2 * cosine)``. Vectors are stored unit
+length, so every one ranks by cosine; for an embedder whose vectors are not unit length the
+``inner_product`` and ``l2`` scores are those of the vectors' directions."""
+
 FILTERED_MATCHES = 1000
 """How many best keyword matches per scope a search with both ``query`` and ``filter``
 considers before filtering."""
@@ -393,6 +400,9 @@ class MemoryStore(BaseStore):
 
     supports_ttl = True
 
+    distance_type: str = "cosine"
+    """``index["distance_type"]``: how ``score`` is computed (see :data:`DISTANCE_TYPES`)."""
+
     def __init__(
         self,
         memory: Memory,
@@ -467,6 +477,21 @@ class MemoryStore(BaseStore):
         fields = index.get("fields") or [WHOLE]
         if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
             raise InvalidInput('index["fields"] must be a list of field paths (str)')
+        distance = index.get("distance_type", "cosine")
+        if distance not in DISTANCE_TYPES:
+            raise Unsupported(
+                f'index["distance_type"] is one of {", ".join(DISTANCE_TYPES)}, not {distance!r}'
+                + (" (bit vectors are not supported)" if distance == "hamming" else "")
+            )
+        ann = index.get("ann_index_config") or {}
+        if not isinstance(ann, Mapping):
+            raise InvalidInput('index["ann_index_config"] must be a dict')
+        if ann.get("vector_type", "vector") not in ("vector", "halfvec"):
+            raise Unsupported(
+                'index["ann_index_config"]["vector_type"] is "vector" or "halfvec" (both are '
+                f"stored as float32 here), not {ann.get('vector_type')!r}"
+            )
+        self.distance_type = distance
         store = self.memory.store
         if not supports_vectors(store):
             raise Unsupported(
@@ -881,6 +906,13 @@ class MemoryStore(BaseStore):
                 where, fact.key, fact.value, ttl, fact.version, None, fact.importance
             )
 
+    def _score(self, cosine: float | None) -> float | None:
+        """A hit's ``score`` by :attr:`distance_type`, from its cosine similarity (both
+        vectors unit length)."""
+        if cosine is None or self.distance_type != "l2":
+            return cosine
+        return -math.sqrt(max(0.0, 2.0 - 2.0 * cosine))
+
     def _item(self, where: _Where, fact: Fact) -> Item:
         return Item(
             value=_value(fact),
@@ -1023,6 +1055,8 @@ class MemoryStore(BaseStore):
                 hits = [f for f in hits if f.key in keep]
             elif len(hits) < wanted:  # the page may reach the items without vectors
                 listed = yield from self._facts(where)._list(None)
+            for f in hits:
+                f.score = self._score(f.score)
             scored.extend(_Found(where, f) for f in hits)
             if listed:
                 first_created[where.namespace] = min(f.created_at for f in listed)

@@ -221,6 +221,8 @@ class SemanticConformance:
         hits = store.search_fact_vectors(NS, "u", [0.0, 1.0], model="m")
         assert _keys(hits) == ["k"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
         assert store.facts_to_embed(NS, "u", "m") == []
+        terms = store.match_terms(NS, "u", ["k"])  # its terms stay, for keyword search
+        assert [hit.key for hit in terms.hits] == ["k"] and terms.documents == 1
         assert not store.refresh_fact(NS, "u", "k", fact.version, 90)  # written since
         gone = _put(store, "old", _emb("m", [1, 0]), expires_at=time.time() + 0.2)
         time.sleep(0.4)

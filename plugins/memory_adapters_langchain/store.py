@@ -474,7 +474,10 @@ class MemoryStore(BaseStore):
             check_positive_int(dims, 'index["dims"]')
             if dims > MAX_DIMS:
                 raise InvalidInput(f'index["dims"] is at most {MAX_DIMS}, not {dims}')
-        fields = index.get("fields") or [WHOLE]
+        # "text_fields": LangGraph SqliteStore's spelling of "fields" (a str is one field)
+        fields = index.get("fields") or index.get("text_fields") or [WHOLE]
+        if isinstance(fields, str) and "fields" not in index:
+            fields = [fields]
         if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
             raise InvalidInput('index["fields"] must be a list of field paths (str)')
         distance = index.get("distance_type", "cosine")
@@ -682,7 +685,13 @@ class MemoryStore(BaseStore):
                 bool(op.refresh_ttl),
             )
         if isinstance(op, ListNamespacesOp):
-            conditions = tuple(op.match_conditions or ())
+            conditions = tuple(
+                # a path given as one str (LangGraph's PostgreSQL tests do) is one label
+                MatchCondition(c.match_type, (c.path,))
+                if isinstance(c, MatchCondition) and isinstance(c.path, str)
+                else c
+                for c in op.match_conditions or ()
+            )
             literal: tuple[str, ...] = ()
             for condition in conditions:
                 if not isinstance(condition, MatchCondition) or condition.match_type not in (

@@ -157,10 +157,14 @@ class VectorOps(Statements):
         now = time.time()
         row = yield Q(
             self.q(
-                "UPDATE {s}.facts SET version = version + 1, updated_at = %(now)s, "
+                "WITH w AS (UPDATE {s}.facts SET version = version + 1, updated_at = %(now)s, "
                 "expires_at = %(exp)s WHERE namespace = %(ns)s AND scope = %(sc)s "
                 "AND key = %(k)s AND version = %(v)s "
-                "AND (expires_at IS NULL OR expires_at > %(now)s) RETURNING version"
+                "AND (expires_at IS NULL OR expires_at > %(now)s) RETURNING version), "
+                # the postings name the version they were written with: the same terms
+                "t AS (UPDATE {s}.fact_terms SET version = w.version FROM w "
+                "WHERE namespace = %(ns)s AND scope = %(sc)s AND key = %(k)s) "
+                "SELECT version FROM w"
             ),
             {"ns": namespace, "sc": scope, "k": key, "v": version, "now": now, "exp": now + ttl},
             "one",

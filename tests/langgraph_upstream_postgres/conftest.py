@@ -11,9 +11,11 @@ deselected, each for the reason given there.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +27,14 @@ from memory_adapters.facts import supports_vectors
 from memory_adapters.langchain import MemoryStore
 from memory_adapters.store import Store
 
-from . import test_store
+from . import test_async_store, test_store
 
 suite: Any = test_store
 """The vendored module, untyped (mypy does not check it)."""
+
+async_suite: Any = test_async_store
+
+MODULES = (test_store, test_async_store)
 
 BACKENDS = ("memory", "sqlite", "postgres", "postgres-pgvector")
 
@@ -52,6 +58,13 @@ DESELECTED: dict[str, str] = {
     "test_namespace_labels_with_trailing_newline": (
         "MemoryStore refuses control characters in labels (InvalidNamespace, documented): a "
         "label is a fact scope, checked as the library's identifiers"
+    ),
+    "test_no_running_loop": (
+        "expects AsyncPostgresStore's sync methods to raise InvalidStateError on the event "
+        "loop; MemoryStore is one class with both, and its sync methods work anywhere"
+    ),
+    "test_abatch_uses_single_pool_checkout": (
+        "counts AsyncPostgresStore's checkouts of its own connection pool (_ainternal)"
     ),
     "test_omit_expired_search_pagination": (
         "expires rows with SQL on PostgresStore's table (_expire_now)"
@@ -98,11 +111,20 @@ class UpstreamStore(MemoryStore):
         assert _Factory.make_memory is not None
         super().__init__(_Factory.make_memory(), index=index, ttl=_ttl(ttl))
 
-    def start_ttl_sweeper(self) -> None:
-        """No sweeper: expired items are never returned."""
+    def start_ttl_sweeper(self) -> Any:
+        """No sweeper: expired items are never returned. Returns nothing, awaitable (the
+        async tests await it)."""
+        return _Done()
 
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        return True
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> Any:
+        return _Done()
+
+
+class _Done:
+    """Nothing, awaitable."""
+
+    def __await__(self) -> Any:
+        return iter(())
 
 
 def _upstream_store() -> Iterator[UpstreamStore]:
@@ -137,7 +159,46 @@ def _create_vector_store(
     )
 
 
+@asynccontextmanager
+async def _acreate_vector_store(
+    vector_type: str,
+    distance_type: str,
+    fake_embeddings: Embeddings,
+    text_fields: list[str] | None = None,
+) -> AsyncIterator[UpstreamStore]:
+    """The vendored async ``_create_vector_store``: the same ``index=``, no TTL."""
+    with _create_vector_store(
+        vector_type, distance_type, fake_embeddings, text_fields, enable_ttl=False
+    ) as store:
+        yield store
+
+
+def _async_store() -> Iterator[UpstreamStore]:
+    """The vendored async ``store`` fixture (an ``async def`` fixture: pytest-asyncio's)."""
+    yield UpstreamStore(
+        ttl={
+            "default_ttl": async_suite.TTL_MINUTES,
+            "refresh_on_read": True,
+            "sweep_interval_minutes": async_suite.TTL_MINUTES / 2,
+        }
+    )
+
+
+def _async_vector_store(request: pytest.FixtureRequest, fake_embeddings: Any) -> Iterator[Any]:
+    """The vendored async ``vector_store`` fixture, made here."""
+    vector_type, distance_type = request.param
+    with _create_vector_store(vector_type, distance_type, fake_embeddings, enable_ttl=False) as s:
+        yield s
+
+
+_VECTOR_PARAMS = [(v, d) for v in ("vector", "halfvec") for d in ("l2", "inner_product", "cosine")]
+
 # replaced before pytest reads the module's fixtures (it is imported already, here)
+async_suite.store = pytest.fixture(name="store")(_async_store)
+async_suite.vector_store = pytest.fixture(
+    name="vector_store", params=_VECTOR_PARAMS, ids=lambda p: f"{p[0]}_{p[1]}"
+)(_async_vector_store)
+async_suite._create_vector_store = _acreate_vector_store
 suite.store = pytest.fixture(name="store")(_upstream_store)
 suite._create_vector_store = _create_vector_store
 
@@ -149,7 +210,7 @@ def fake_embeddings() -> Any:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.module is test_store:
+    if metafunc.module in MODULES:
         metafunc.parametrize("upstream_backend", BACKENDS, indirect=True)
 
 
@@ -158,7 +219,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tests that build an index."""
     kept, dropped = [], []
     for item in items:
-        if not isinstance(item, pytest.Function) or item.module is not test_store:
+        if not isinstance(item, pytest.Function) or item.module not in MODULES:
             kept.append(item)
             continue
         backend = item.callspec.params.get("upstream_backend")
@@ -219,3 +280,14 @@ def _memory_factory(
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             for schema in schemas:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run the vendored ``async def`` tests (LangGraph runs them with pytest-asyncio's auto
+    mode) with ``asyncio.run``."""
+    if pyfuncitem.module not in MODULES or not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(pyfuncitem.obj(**args))
+    return True

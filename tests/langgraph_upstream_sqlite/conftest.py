@@ -11,9 +11,11 @@ reason given there.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,12 @@ from memory_adapters.facts import supports_vectors
 from memory_adapters.langchain import MemoryStore
 from memory_adapters.store import Store
 
-from . import test_store
+from . import test_async_store, test_store
+
+suite: Any = test_async_store
+"""The vendored async module, untyped (mypy does not check it)."""
+
+MODULES = (test_store, test_async_store)
 
 BACKENDS = ("memory", "sqlite", "postgres", "postgres-pgvector")
 
@@ -35,7 +42,7 @@ DESELECTED: dict[str, str] = {
         "tests the SQL SqliteStore builds (BaseSqliteStore's WHERE clause)"
     ),
     "test_nonnull_migrations": "tests SqliteStore's SQL migrations",
-    "test_vector_store_initialization": (
+    "test_store.py::test_vector_store_initialization": (
         "reads SqliteStore's own tables (store.conn, sqlite_master) after the checks of the "
         "config, which pass"
     ),
@@ -49,12 +56,17 @@ DESELECTED: dict[str, str] = {
         "does; MemoryStore matches top-level keys, as LangGraph's InMemoryStore does (the "
         "parity kit compares it with InMemoryStore); the hyphen and digit keys themselves work"
     ),
+    "test_no_running_loop": (
+        "expects AsyncSqliteStore's sync methods to raise InvalidStateError on the event "
+        "loop; MemoryStore is one class with both, and its sync methods work anywhere"
+    ),
     "test_namespace_labels_with_trailing_newline": (
         "MemoryStore refuses control characters in labels (InvalidNamespace, documented): a "
         "label is a fact scope, checked as the library's identifiers"
     ),
 }
-"""Every deselected test, with its reason (README.md lists them too)."""
+"""Every deselected test, with its reason (README.md lists them too): by name in both
+modules, or ``module::name`` in one."""
 
 
 def _store_class(backend: str) -> type[Store]:
@@ -89,12 +101,40 @@ class UpstreamSqliteStore(MemoryStore):
         SQLite file or ``":memory:"``: not used)."""
         yield cls(cls.make_memory(), index=index, ttl=ttl)
 
-    def setup(self) -> None:
-        """Nothing to set up: the ``Memory``'s store makes its tables when it opens."""
+    @classmethod
+    @asynccontextmanager
+    async def afrom_conn_string(
+        cls, conn_string: str, *, index: Any = None, ttl: Any = None
+    ) -> AsyncIterator[UpstreamSqliteStore]:
+        """``AsyncSqliteStore.from_conn_string``: the same, as an async context manager."""
+        yield cls(cls.make_memory(), index=index, ttl=ttl)
+
+    def setup(self) -> Any:
+        """Nothing to set up: the ``Memory``'s store makes its tables when it opens (awaitable
+        too, for ``await AsyncSqliteStore.setup()``)."""
+        return _Done()
+
+
+class _Done:
+    """What ``setup()`` returns: nothing, awaitable."""
+
+    def __await__(self) -> Any:
+        return iter(())
+
+
+def _async_store() -> Iterator[MemoryStore]:
+    """The vendored async ``store`` fixture (an ``async def`` fixture, which needs
+    pytest-asyncio): the same store, made here."""
+    cls = suite.AsyncSqliteStore
+    yield cls(cls.make_memory())
+
+
+# replaced before pytest reads the module's fixtures (it is imported already, here)
+suite.store = pytest.fixture(name="store", params=["memory", "file"])(_async_store)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.module is test_store:
+    if metafunc.module in MODULES:
         metafunc.parametrize("upstream_backend", BACKENDS, indirect=True)
 
 
@@ -103,12 +143,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tests that build an index."""
     kept, dropped = [], []
     for item in items:
-        if not isinstance(item, pytest.Function) or item.module is not test_store:
+        if not isinstance(item, pytest.Function) or item.module not in MODULES:
             kept.append(item)
             continue
         backend = item.callspec.params.get("upstream_backend")
         indexed = "fake_embeddings" in item.fixturenames
-        if item.originalname in DESELECTED or (indexed and not _has_vectors(str(backend))):
+        named = f"{Path(str(item.fspath)).name}::{item.originalname}"
+        listed = item.originalname in DESELECTED or named in DESELECTED
+        if listed or (indexed and not _has_vectors(str(backend))):
             dropped.append(item)
         else:
             kept.append(item)
@@ -160,6 +202,15 @@ def _memory_store(
         "SqliteStore", (UpstreamSqliteStore,), {"make_memory": staticmethod(make_memory)}
     )
     monkeypatch.setattr(test_store, "SqliteStore", store_cls)
+    async_cls = type(
+        "AsyncSqliteStore",
+        (UpstreamSqliteStore,),
+        {
+            "make_memory": staticmethod(make_memory),
+            "from_conn_string": UpstreamSqliteStore.__dict__["afrom_conn_string"],
+        },
+    )
+    monkeypatch.setattr(test_async_store, "AsyncSqliteStore", async_cls)
     yield
     for memory in made:
         memory.close()
@@ -169,3 +220,14 @@ def _memory_store(
         with psycopg.connect(postgres_url, autocommit=True) as conn:
             for schema in schemas:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run the vendored ``async def`` tests (LangGraph runs them with pytest-asyncio's auto
+    mode) with ``asyncio.run``."""
+    if pyfuncitem.module not in MODULES or not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(pyfuncitem.obj(**args))
+    return True

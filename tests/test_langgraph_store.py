@@ -1002,6 +1002,8 @@ def test_a_bad_user_namespace_is_refused(memory: Memory) -> None:
     store = MemoryStore(memory, user_namespace=lambda ns: "a" if ns[0] == "users" else None)
     assert store.fact_scope(("users",)) == "user:a/lg:users/"
     assert store.namespace_of("user:a") is None  # with a function, no namespace is the user's own
+    langmem = MemoryStore(memory, user_namespace=("memories", "{langgraph_user_id}"))
+    assert langmem.fact_scope(("memories", "ann")) == "user:ann"  # LangMem's placeholder
     assert repr(MemoryStore(memory, user_namespace=("memories",))).endswith(
         "user_namespace=('memories',)>"
     )  # the older spelling of the default

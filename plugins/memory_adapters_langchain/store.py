@@ -189,7 +189,10 @@ LG_PREFIX = "lg:"
 """The start of every scope of a namespace that is not a user's."""
 
 USER_ID = "{user_id}"
-"""The placeholder of the user id in a ``user_namespace`` template (its last label)."""
+"""The placeholder of the user id in a ``user_namespace`` template (its last label);
+LangMem's ``"{langgraph_user_id}"`` is read the same way."""
+
+_PLACEHOLDERS = (USER_ID, "{langgraph_user_id}")
 
 UserOf = Callable[[tuple[str, ...]], str | None]
 """A function naming the user a namespace belongs to (``None``: nobody's)."""
@@ -430,8 +433,9 @@ class MemoryStore(BaseStore):
                     "user_namespace must be a non-empty tuple of labels (a template ending "
                     f"in {USER_ID!r}) or a function of a namespace"
                 )
-            labels = user_namespace[:-1] if user_namespace[-1] == USER_ID else user_namespace
-            if USER_ID in labels:
+            last = user_namespace[-1]
+            labels = user_namespace[:-1] if last in _PLACEHOLDERS else user_namespace
+            if any(p in labels for p in _PLACEHOLDERS):
                 raise InvalidNamespace(f"{USER_ID!r} can only be the last label of user_namespace")
             self.user_namespace = self._labels(labels)
         if ttl is not None:

@@ -238,6 +238,14 @@ def supports_vectors(store: Store) -> bool:
     return type(store).search_fact_vectors is not Store.search_fact_vectors
 
 
+def supports_refresh(store: Store) -> bool:
+    """Whether ``store`` implements :meth:`Store.refresh_fact <.store.Store.refresh_fact>`
+    (moving a fact's expiry, its vectors kept)."""
+    from .store import Store
+
+    return type(store).refresh_fact is not Store.refresh_fact
+
+
 def supports_history(store: Store) -> bool:
     """Whether ``store`` keeps fact history (implements :meth:`Store.fact_history`)."""
     from .store import Store

@@ -198,7 +198,9 @@ class UserKeys:
 
     * conversations: keys starting with ``conversation_prefix`` (``"<ns>:<user>:"``);
     * facts, in namespace ``namespace``: the scope ``user_scope`` (``"user:<user>"``) and the
-      scopes starting with ``agent_prefix`` (``"user:<user>/agent:"``) or
+      scopes starting with ``beneath_prefix`` (``"user:<user>/"``: the user's scopes with an
+      agent, ``"user:<user>/agent:<agent>"``, and any other scope an adapter keeps beneath
+      the user, such as the LangGraph store's ``"user:<user>/lg:<labels>/"``) or
       ``conversation_scope_prefix`` (``"conversation:<ns>:<user>:"``);
     * working memory, in namespace ``working_namespace`` (``"<ns>#working"``): the scopes
       starting with ``conversation_prefix`` (every conversation's notes and forks).
@@ -209,7 +211,7 @@ class UserKeys:
     namespace: str
     conversation_prefix: str
     user_scope: str
-    agent_prefix: str
+    beneath_prefix: str
     conversation_scope_prefix: str
     working_namespace: str
 
@@ -217,7 +219,7 @@ class UserKeys:
         """Whether ``scope`` (in :attr:`namespace`) holds this user's facts."""
         return (
             scope == self.user_scope
-            or scope.startswith(self.agent_prefix)
+            or scope.startswith(self.beneath_prefix)
             or scope.startswith(self.conversation_scope_prefix)
         )
 
@@ -236,7 +238,7 @@ def user_keys(namespace: str, user_id: str) -> UserKeys:
         namespace,
         prefix,
         user_scope,
-        user_scope + "/agent:",
+        user_scope + "/",
         "conversation:" + prefix,
         namespace + "#working",
     )

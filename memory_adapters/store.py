@@ -412,6 +412,18 @@ class Store(ABC):
         written since. Optional, like :meth:`search_fact_vectors`."""
         raise Unsupported(f"{type(self).__name__} cannot search by meaning")
 
+    def refresh_fact(self, namespace: str, scope: str, key: str, version: int, ttl: float) -> bool:
+        """Extend a fact that is live and still at ``version`` by ``ttl`` seconds, as a write
+        of the same value: ``updated_at`` becomes now and ``expires_at`` now + ``ttl`` (the
+        same now: ``expires_at - updated_at`` is ``ttl``); its version grows by one; its
+        value, importance, metadata, ``created_at``, terms, embedding and vectors stay as they
+        are, and no history is recorded (the value did not change). ``False``, writing
+        nothing, when it is gone, expired or was written since. What a TTL refresh on read
+        needs (the LangGraph ``BaseStore``): a ``put_fact`` of the same value would drop the
+        vectors. Optional: the default raises :class:`~memory_adapters.errors.Unsupported`
+        (the caller then writes the fact again, without vectors)."""
+        raise Unsupported(f"{type(self).__name__} cannot refresh a fact's expiry")
+
     @abstractmethod
     def prune(self) -> int:
         """Delete expired facts now, with their vectors; return how many. Reads filter them
@@ -696,6 +708,12 @@ class Store(ABC):
         return await self._offload(
             self.set_fact_embedding, namespace, scope, key, version, embedding
         )
+
+    async def arefresh_fact(
+        self, namespace: str, scope: str, key: str, version: int, ttl: float
+    ) -> bool:
+        """Async :meth:`refresh_fact`."""
+        return await self._offload(self.refresh_fact, namespace, scope, key, version, ttl)
 
     async def aprune(self) -> int:
         """Async :meth:`prune`."""

@@ -5,6 +5,7 @@ bad input."""
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -49,8 +50,9 @@ from memory_adapters import (
     ValueTooLarge,
     hookimpl,
 )
+from memory_adapters.embedders import normalized
 from memory_adapters.errors import EmbedderFailed
-from memory_adapters.facts import Fact, supports_vectors
+from memory_adapters.facts import Fact, embed_text, supports_vectors
 from memory_adapters.testing.conformance import HOSTILE_KEYS
 from memory_adapters.testing.embedders import ConceptEmbedder
 from memory_adapters.testing.langgraph import BaseStoreParity, view
@@ -173,12 +175,18 @@ def test_namespaces_map_to_scopes(memory: Memory) -> None:
     assert store.fact_scope(("a/b",)) == "lg:a%2Fb/"  # one label, not two
     assert store.fact_scope(("a", "b")) == "lg:a/b/"
     assert store.fact_scope(("memories",)) == "lg:memories/"
-    assert store.fact_scope(("memories", "alice", "notes")) == "lg:memories/alice/notes/"
+    # another namespace beneath a user's is that user's: kept beneath the user's scope
+    notes = ("memories", "alice", "notes")
+    assert store.fact_scope(notes) == "user:alice/lg:memories/alice/notes/"
     for ns in [ALICE, ("docs", "v1"), ("a/b",), ("ünï", "🦜"), ("memories", "u", "agents", "a")]:
         assert store.namespace_of(store.fact_scope(ns)) == ns
+    assert store.namespace_of(store.fact_scope(notes)) == notes
     for scope in ["conversation:default::c", "lg:", "lg:a", "lg:%ZZ/", "lg:%FF/", "user:", "x"]:
         assert store.namespace_of(scope) is None
     assert store.namespace_of("lg:memories/alice/") is None  # not how ALICE is spelled
+    assert store.namespace_of("lg:memories/alice/notes/") is None  # nor the notes
+    assert store.namespace_of("user:bob/lg:memories/alice/notes/") is None  # alice's, not bob's
+    assert store.namespace_of("user:alice/other") is None
 
     store.put(("a/b",), "k", {"v": 1})
     store.put(("a", "b"), "k", {"v": 2})
@@ -361,7 +369,16 @@ def test_async_calls_never_block_the_event_loop(tmp_path: Path) -> None:
     store.put(ALICE, "tea", {"content": "oolong"}, ttl=5)
     calls: list[tuple[str, int]] = []
     target: Any = memory.store
-    for name in ("get_fact", "put_fact", "list_facts", "match_terms", "get_facts", "delete_fact"):
+    names = (
+        "get_fact",
+        "put_fact",
+        "list_facts",
+        "match_terms",
+        "get_facts",
+        "delete_fact",
+        "refresh_fact",
+    )
+    for name in names:
         original = getattr(target, name)
 
         def spy(*args: Any, __name: str = name, __original: Any = original, **kw: Any) -> Any:
@@ -387,11 +404,7 @@ def test_async_calls_never_block_the_event_loop(tmp_path: Path) -> None:
         return threading.get_ident()
 
     loop_thread = asyncio.run(go())
-    names = {name for name, _ in calls}
-    assert names == {"get_fact", "put_fact", "list_facts", "match_terms", "get_facts"} | {
-        "delete_fact",
-        "list_fact_scopes",
-    }
+    assert {name for name, _ in calls} == {*names, "list_fact_scopes"}
     assert all(ident != loop_thread for _, ident in calls), calls
     memory.close()
 
@@ -789,7 +802,7 @@ def test_the_users_facts_are_shared_with_the_core_embedder(tmp_path: Path) -> No
         store = MemoryStore(memory, index={"dims": DIMS, "embed": memory.embedder})
         with memory.session(user_id="alice"):
             memory.tools.call("save_memory", {"key": "tea", "value": "Alice drinks oolong"})
-        assert concepts.documents == ["tea: Alice drinks oolong"]  # facts.embed_text
+        assert concepts.documents == [embed_text("tea", "Alice drinks oolong")]
         store.put(ALICE, "pet", {"content": "Rex the parrot"})
         assert concepts.documents[1:] == ['{"content": "Rex the parrot"}']  # "$": the JSON
         found = store.search(ALICE, query="a beverage")
@@ -853,3 +866,198 @@ def test_a_bad_index_or_put_index_is_refused(memory: Memory) -> None:
     with pytest.raises(EmbedderFailed):  # vectors of 2 dimensions, not DIMS
         wrong.put(("d",), "k", {"text": "x"})
     assert wrong.get(("d",), "k") is None  # nothing written
+
+
+def test_a_ttl_refresh_keeps_the_items_vectors(any_memory: Memory) -> None:
+    """Issue 27 #2: a refresh on read moves the expiry and keeps the vectors the put wrote
+    (the store's fields, a put's own ``index=[...]``, ``index=False``): later searches
+    still rank by meaning, embed nothing again, and score as the first one did."""
+    embeddings = CountingEmbeddings()
+    ttl = {"default_ttl": 2, "refresh_on_read": True}
+    store = _vector_store(any_memory, embed=embeddings, fields=["text"])
+    if store is None:
+        return
+    store = MemoryStore(any_memory, index=_index(embeddings, ["text"]), ttl=ttl)  # type: ignore[arg-type]
+    store.put(("docs",), "tea", {"text": "I sip oolong every morning"})
+    store.put(
+        ("docs",), "city", {"text": "Lisbon is home", "title": "a hot drink"}, index=["title"]
+    )
+    store.put(("docs",), "off", {"text": "green tea"}, index=False)
+    documents = list(embeddings.documents)
+    first = [(i.key, i.score) for i in store.search(("docs",), query="which beverage?")]
+    assert first[0][0] in ("tea", "city") and first[-1] == ("off", None)
+    scope = store.fact_scope(("docs",))
+    for _ in range(3):
+        again = [(i.key, i.score) for i in store.search(("docs",), query="which beverage?")]
+        assert again == first  # ranked by meaning every time, the same scores
+        fact = any_memory.store.get_fact("default", scope, "tea")
+        assert fact is not None and fact.expires_at is not None
+        assert round(fact.expires_at - fact.updated_at, 3) == 120.0  # refreshed, same TTL
+    assert embeddings.documents == documents  # nothing embedded again
+    scores = dict(first)
+    assert scores["city"] == pytest.approx(
+        dot_unit(
+            embeddings.concepts.vector("which beverage?"),
+            embeddings.concepts.vector("a hot drink"),
+        ),
+        abs=1e-5,
+    )  # still the put's own field
+
+
+def test_a_ttl_refresh_keeps_the_items_vectors_async(any_memory: Memory) -> None:
+    embeddings = CountingEmbeddings()
+    if not supports_vectors(any_memory.store):
+        return
+    store = MemoryStore(
+        any_memory,
+        index=_index(embeddings, ["text"]),
+        ttl={"default_ttl": 2, "refresh_on_read": True},
+    )
+
+    async def run() -> None:
+        await store.aput(("docs",), "tea", {"text": "I sip oolong every morning"})
+        documents = list(embeddings.documents)
+        first = [(i.key, i.score) for i in await store.asearch(("docs",), query="a drink")]
+        for _ in range(2):
+            again = [(i.key, i.score) for i in await store.asearch(("docs",), query="a drink")]
+            assert again == first and first[0][1] is not None
+        assert await store.aget(("docs",), "tea") is not None
+        assert [(i.key, i.score) for i in await store.asearch(("docs",), query="a drink")] == first
+        assert embeddings.documents == documents
+
+    asyncio.run(run())
+
+
+# -- whose items: erase, export and retention reach the user's namespaces ------------------------
+
+
+def _items(store: MemoryStore) -> set[tuple[tuple[str, ...], str]]:
+    return {(tuple(i.namespace), i.key) for i in store.search((), limit=1000)}
+
+
+@pytest.mark.parametrize(
+    "user_namespace",
+    [
+        None,  # the default, LangMem's ("memories", "{user_id}")
+        ("users", "{user_id}"),
+        lambda ns: ns[1] if len(ns) > 1 and ns[0] in ("users", "memories") else None,
+    ],
+    ids=["default", "template", "function"],
+)
+def test_erase_export_and_retention_reach_the_users_namespaces(
+    any_memory: Memory, tmp_path: Path, user_namespace: Any
+) -> None:
+    """Issue 27 #4: every namespace ``user_namespace`` says is alice's is erased, exported and
+    pruned with her memory; nothing of anybody else (bob, "alice2", the graph's own)."""
+    import io
+    import json
+    import time
+
+    from memory_adapters.transfer import export_jsonl
+
+    options = {} if user_namespace is None else {"user_namespace": user_namespace}
+    store = MemoryStore(any_memory, **options)
+    root = "memories" if user_namespace is None else "users"
+    alices = [
+        (root, "alice"),
+        (root, "alice", "prefs"),
+        (root, "alice", "prefs", "deep"),
+        (root, "alice", "agents", "planner"),
+    ]
+    others = [(root, "bob"), (root, "bob", "prefs"), (root, "alice2", "prefs"), ("docs", "alice")]
+    for ns in alices + others:
+        store.put(ns, "k", {"content": f"in {'/'.join(ns)}"})
+    store.put((root, "alice", "prefs"), "brief", {"content": "soon gone"}, ttl=0.002)
+    with any_memory.session(user_id="alice"):  # the library's own tools, alice's memory
+        any_memory.tools.call("save_memory", {"key": "tea", "value": "oolong"})
+    assert store.get((root, "alice", "prefs"), "k") is not None
+    # found by prefix: one user's, or everybody's
+    assert {ns for ns, _ in _items(store) if ns[:2] == (root, "alice")} == set(alices)
+    assert {tuple(i.namespace) for i in store.search((root, "alice", "prefs"))} == {
+        (root, "alice", "prefs"),
+        (root, "alice", "prefs", "deep"),
+    }
+    assert set(store.list_namespaces(prefix=(root, "alice"))) == set(alices)
+
+    out = io.StringIO()
+    export_jsonl(any_memory, out, user_id="alice")
+    exported = {
+        json.loads(line)["value"]["content"]
+        for line in out.getvalue().splitlines()
+        if json.loads(line).get("type") == "fact" and isinstance(json.loads(line)["value"], dict)
+    }
+    assert {f"in {'/'.join(ns)}" for ns in alices} <= exported
+    assert not any("bob" in c or "alice2" in c or c.startswith("in docs") for c in exported)
+
+    time.sleep(0.3)  # "brief" expires (0.12 s)
+    assert any_memory.retain(idle_days=365).facts >= 1  # retention prunes it
+    assert store.get((root, "alice", "prefs"), "brief", refresh_ttl=False) is None
+
+    report = any_memory.erase(user_id="alice")
+    assert report.facts >= len(alices) + (1 if user_namespace is None else 0)
+    left = _items(store)
+    assert left == {(ns, "k") for ns in others}
+    with any_memory.session(user_id="alice"):
+        assert any_memory.facts.get("tea") is None
+
+
+def test_a_bad_user_namespace_is_refused(memory: Memory) -> None:
+    with pytest.raises(InvalidNamespace, match="last label"):
+        MemoryStore(memory, user_namespace=("{user_id}", "memories"))
+    store = MemoryStore(memory, user_namespace=lambda ns: 42)  # type: ignore[arg-type,return-value]
+    with pytest.raises(InvalidInput, match="not a str"):
+        store.put(("users", "x"), "k", {"v": 1})
+    store = MemoryStore(memory, user_namespace=lambda ns: "a" if ns[0] == "users" else None)
+    assert store.fact_scope(("users",)) == "user:a/lg:users/"
+    assert store.namespace_of("user:a") is None  # with a function, no namespace is the user's own
+    langmem = MemoryStore(memory, user_namespace=("memories", "{langgraph_user_id}"))
+    assert langmem.fact_scope(("memories", "ann")) == "user:ann"  # LangMem's placeholder
+    assert repr(MemoryStore(memory, user_namespace=("memories",))).endswith(
+        "user_namespace=('memories',)>"
+    )  # the older spelling of the default
+
+
+@pytest.mark.parametrize("distance_type", ["cosine", "inner_product", "l2"])
+def test_distance_types_score_as_langgraphs_stores(any_memory: Memory, distance_type: str) -> None:
+    """Issue 27 #3: ``index["distance_type"]`` scores as LangGraph's PostgresStore does (for
+    unit vectors: the cosine, the dot product, minus the Euclidean distance);
+    ``ann_index_config`` is accepted, what does not apply ignored."""
+    embeddings = CountingEmbeddings()
+    ann = {"vector_type": "halfvec", "kind": "hnsw", "m": 8, "ef_construction": 32}
+    store = _vector_store(
+        any_memory,
+        embed=embeddings,
+        fields=["text"],
+        distance_type=distance_type,
+        ann_index_config=ann,
+    )
+    if store is None:
+        return
+    texts = {"tea": "I sip oolong every morning", "city": "Lisbon is home", "dog": "Rex"}
+    for key, text in texts.items():
+        store.put(("docs",), key, {"text": text})
+    query = "which beverage?"
+    found = store.search(("docs",), query=query)
+    unit = [normalized(embeddings.concepts.vector(t)) for t in [query, *texts.values()]]
+    cosines = {
+        key: sum(a * b for a, b in zip(unit[0], u, strict=True))
+        for key, u in zip(texts, unit[1:], strict=True)
+    }
+    expected = {
+        k: (-math.dist(unit[0], u) if distance_type == "l2" else cosines[k])
+        for k, u in zip(texts, unit[1:], strict=True)
+    }
+    assert [i.key for i in found] == sorted(texts, key=lambda k: -cosines[k])
+    for item in found:
+        assert item.score == pytest.approx(expected[item.key], abs=1e-5)
+
+
+def test_unsupported_distance_types_are_refused(memory: Memory) -> None:
+    embeddings = CountingEmbeddings()
+    if not supports_vectors(memory.store):
+        return
+    with pytest.raises(Unsupported, match="bit vectors"):
+        MemoryStore(memory, index={**_index(embeddings), "distance_type": "hamming"})
+    bits = {**_index(embeddings), "ann_index_config": {"vector_type": "bit"}}
+    with pytest.raises(Unsupported, match="halfvec"):
+        MemoryStore(memory, index=bits)

@@ -960,3 +960,20 @@ def test_a_memory_opened_before_a_fork_pool_serves_its_workers(tmp_path: Path) -
     finally:
         del _forked_memory[url]
         memory.close()
+
+
+def test_concurrent_first_async_calls_share_one_loop_connection(tmp_path: Path) -> None:
+    """Many async calls at once on a fresh loop each found no loop connection and opened
+    one, keeping every one open: 40,000 concurrent calls (LangGraph's
+    ``test_large_batches_async``) ran out of file descriptors. The losers now close theirs."""
+    store = SQLiteStore(str(tmp_path / "m.db"))
+    store.put_fact("ns", "s", "k", '"v"', text="k")
+
+    async def go() -> None:
+        found = await asyncio.gather(*(store.aget_fact("ns", "s", "k") for _ in range(300)))
+        assert all(f is not None for f in found)
+
+    asyncio.run(go())
+    # this thread's connection, the loop's, and one per worker thread at most
+    assert len(store._all) <= 2 + (os.cpu_count() or 1) + 4
+    store.close()

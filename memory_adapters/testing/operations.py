@@ -100,6 +100,9 @@ def _populate(memory: Memory, user: str, namespace: str = NS) -> dict[str, int]:
         counts["history"] += 1 if memory.history_limit else 0
     scope = user_keys(namespace, user)
     store.put_fact(namespace, scope.conversation_scope_prefix + "c9", "note", '"n"', text="note")
+    # a scope an adapter keeps beneath the user (the LangGraph store's other namespaces)
+    store.put_fact(namespace, scope.beneath_prefix + "lg:docs/", "doc", '"d"', text="doc")
+    counts["facts"] += 1
     store.put_fact(
         namespace, scope.user_scope, "gone", '"g"', text="gone", expires_at=time.time() - 1
     )

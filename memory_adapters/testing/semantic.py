@@ -26,7 +26,7 @@ from memory_adapters.errors import (
     InvalidInput,
     NoEmbedder,
 )
-from memory_adapters.facts import Fact, embed_text
+from memory_adapters.facts import Fact, embed_text, supports_refresh
 from memory_adapters.store import Store
 
 from .embedders import ConceptEmbedder, FailingEmbedder
@@ -203,6 +203,38 @@ class SemanticConformance:
         assert _keys(store.search_fact_vectors(NS, "u", [1.0, 0.0], model="m")) == ["k"]
         assert store.facts_to_embed(NS, "u", "m") == []
         assert _keys(store.facts_to_embed(NS, "u", "m2")) == ["k"]
+
+    def test_refresh_fact_moves_the_expiry_and_keeps_the_vectors(self, store: Store) -> None:
+        if not supports_refresh(store):  # optional in the contract
+            return
+        soon = time.time() + 30
+        fact = _put(store, "k", _emb("m", [1, 0], [0, 1], fields=["a", "b"]), expires_at=soon)
+        assert not store.refresh_fact(NS, "u", "k", fact.version + 1, 90)
+        assert not store.refresh_fact(NS, "u", "absent", 1, 90)
+        assert store.refresh_fact(NS, "u", "k", fact.version, 90)
+        after = store.get_fact(NS, "u", "k")
+        assert after is not None and after.value == "k"
+        assert after.version == fact.version + 1 and after.created_at == fact.created_at
+        assert after.expires_at is not None
+        assert after.expires_at - after.updated_at == pytest.approx(90, abs=1e-6)
+        assert after.updated_at >= fact.updated_at
+        hits = store.search_fact_vectors(NS, "u", [0.0, 1.0], model="m")
+        assert _keys(hits) == ["k"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
+        assert store.facts_to_embed(NS, "u", "m") == []
+        terms = store.match_terms(NS, "u", ["k"])  # its terms stay, for keyword search
+        assert [hit.key for hit in terms.hits] == ["k"] and terms.documents == 1
+        assert not store.refresh_fact(NS, "u", "k", fact.version, 90)  # written since
+        gone = _put(store, "old", _emb("m", [1, 0]), expires_at=time.time() + 0.2)
+        time.sleep(0.4)
+        assert not store.refresh_fact(NS, "u", "old", gone.version, 60)
+
+        async def go() -> None:
+            assert await store.arefresh_fact(NS, "u", "k", fact.version + 1, 120)
+
+        asyncio.run(go())
+        again = store.get_fact(NS, "u", "k")
+        assert again is not None and again.version == fact.version + 2
+        assert _keys(store.search_fact_vectors(NS, "u", [1.0, 0.0], model="m")) == ["k"]
 
     def test_async_vector_methods(self, store: Store) -> None:
         async def go() -> None:

@@ -555,6 +555,18 @@ class InMemoryStore(Store):
             row.embed(embedding)
             return True
 
+    def refresh_fact(self, namespace: str, scope: str, key: str, version: int, ttl: float) -> bool:
+        self._check_open()
+        now = time.time()
+        with self._lock:
+            row = self._facts.get((namespace, scope), _NO_FACTS).get(key)
+            if row is None or not row.live(now) or row.version != version:
+                return False
+            row.version += 1
+            row.updated_at = now
+            row.expires_at = now + ttl
+            return True
+
     def list_fact_scopes(
         self, namespace: str, prefix: str, *, limit: int | None = None
     ) -> list[str]:

@@ -7,19 +7,29 @@ Give a graph this store (``graph.compile(store=MemoryStore(memory))``, or
 ``Memory`` uses (``memory://``, SQLite, PostgreSQL, MongoDB).
 
 **Namespaces.** Every item is a fact in the ``Memory``'s fact namespace (its base namespace,
-or ``namespace=``); the LangGraph namespace tuple picks the fact *scope*:
+or ``namespace=``); the LangGraph namespace tuple picks the fact *scope*. ``user_namespace``
+says which namespaces are a user's: a template whose last label is ``"{user_id}"``
+(LangMem's ``("memories", "{user_id}")`` by default), or a function of the tuple returning
+the user id (``None``: nobody's). With a template:
 
-* ``(*user_namespace, user_id)`` — ``("memories", "alice")`` by default — **is** the user's
+* ``(*prefix, user_id)`` — ``("memories", "alice")`` by default — **is** the user's
   long-term memory: the scope ``Scope(namespace=..., user_id="alice").fact_scope``
   (``"user:alice"``) that ``memory.session(user_id="alice")`` gives the memory tools and
   ``memory.facts``. So langmem-style tools configured with the namespace
   ``("memories", "{langgraph_user_id}")`` share facts with this library's tools;
-* ``(*user_namespace, user_id, "agents", agent_id)`` is the scope of that user with that
+* ``(*prefix, user_id, "agents", agent_id)`` is the scope of that user with that
   agent (``memory.session(user_id=..., agent_id=...)``);
+* any other namespace of the user (``("memories", "alice", "prefs")``; with a function,
+  every namespace it gives a user) is a scope beneath the user's: the user's scope, ``/``,
+  then the namespace's ``"lg:"`` form below — ``"user:alice/lg:memories/alice/prefs/"``;
 * any other tuple is a scope of its own, ``"lg:"`` followed by each label percent-encoded
   (:func:`urllib.parse.quote`, nothing safe) and ended with ``/``: ``("docs", "v1")`` is
   ``"lg:docs/v1/"``. A tuple prefix is then a string prefix: ``("a",)`` covers
   ``("a", "b")`` but never ``("ab",)``.
+
+So everything of a user's namespaces is in the user's scopes, which ``memory.erase``,
+``export_jsonl(..., user_id=...)`` and retention reach. A function must give a namespace
+beneath a user's to the same user (a search under a user's prefix reads that user's scopes).
 
 Results map scopes back to tuples. Scopes that are neither (facts kept per conversation,
 ``"conversation:..."``) and scopes whose labels LangGraph would refuse (a user id holding a
@@ -70,10 +80,12 @@ expired items are never returned, listed or searched (``memory.store.prune()`` d
 "refresh_on_read": ...})`` works as in LangGraph's stores. A refresh on ``get`` / ``search``
 extends the expiry by the item's original TTL, which is not stored anywhere else: it is
 ``expires_at - updated_at`` of the fact, as every write sets both. So a refresh is a write
-(a compare-and-swap of the same value: it bumps the fact's version and ``updated_at`` and
-fires ``fact_stored``; it gives way to a concurrent writer). The TTL is recovered to the
-millisecond: exact when the store takes less than half a millisecond between the plan and
-its write, otherwise a refresh may shorten it by that latency.
+(:meth:`Store.refresh_fact <memory_adapters.store.Store.refresh_fact>`, a compare-and-swap on
+the version read: it moves the expiry, bumps the fact's version and ``updated_at``, keeps the
+value and the vectors, records no history, fires no hook; it gives way to a concurrent
+writer; a store without ``refresh_fact`` writes the value again, without its vectors). The
+TTL is recovered to the millisecond, and a refresh keeps it (``refresh_fact`` is given the
+TTL and sets ``updated_at`` and ``expires_at`` from one clock reading).
 
 **Semantic search.** ``MemoryStore(memory, index={"dims": ..., "embed": ..., "fields":
 [...]})`` searches by meaning as LangGraph's stores do. ``embed``: what LangGraph's
@@ -103,7 +115,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -154,6 +166,7 @@ from memory_adapters.facts import (
     embed_plan,
     embed_text,
     index_text,
+    supports_refresh,
     supports_vectors,
     write_fact,
 )
@@ -175,12 +188,28 @@ __all__ = ["FILTERED_MATCHES", "MAX_SCOPE_CHARS", "InvalidNamespace", "MemorySto
 LG_PREFIX = "lg:"
 """The start of every scope of a namespace that is not a user's."""
 
+USER_ID = "{user_id}"
+"""The placeholder of the user id in a ``user_namespace`` template (its last label);
+LangMem's ``"{langgraph_user_id}"`` is read the same way."""
+
+_PLACEHOLDERS = (USER_ID, "{langgraph_user_id}")
+
+UserOf = Callable[[tuple[str, ...]], str | None]
+"""A function naming the user a namespace belongs to (``None``: nobody's)."""
+
 AGENTS = "agents"
 """The label between a user id and an agent id: ``(*user_namespace, user, "agents", agent)``."""
 
 MAX_SCOPE_CHARS = 1024
 """The longest fact scope a namespace may map to (labels are percent-encoded, so a
 non-ASCII label takes up to 12 characters per character)."""
+
+DISTANCE_TYPES = ("cosine", "inner_product", "l2")
+"""The ``index["distance_type"]`` values, scored as LangGraph's ``PostgresStore`` scores them
+for unit vectors: ``cosine`` the cosine similarity; ``inner_product`` the dot product (equal to
+it); ``l2`` minus the Euclidean distance, ``-sqrt(2 - 2 * cosine)``. Vectors are stored unit
+length, so every one ranks by cosine; for an embedder whose vectors are not unit length the
+``inner_product`` and ``l2`` scores are those of the vectors' directions."""
 
 FILTERED_MATCHES = 1000
 """How many best keyword matches per scope a search with both ``query`` and ``filter``
@@ -360,8 +389,11 @@ class _Found:
 class MemoryStore(BaseStore):
     """A LangGraph ``BaseStore`` whose items are a ``Memory``'s long-term facts.
 
-    ``user_namespace``: the namespace labels under which ``(*user_namespace, user_id)`` is
-    the user's own long-term memory (``("memories",)`` by default). ``namespace``: the
+    ``user_namespace``: which namespaces are a user's — a template ending in
+    ``"{user_id}"`` (``("memories", "{user_id}")`` by default; ``(*prefix, user_id)`` is the
+    user's own long-term memory, shared with the library's tools; the placeholder may be left
+    out), or a function of the namespace tuple returning the user id or ``None``. A user's
+    namespaces are erased, exported and pruned with the user's memory. ``namespace``: the
     ``Memory``'s fact namespace to use (its base namespace by default). ``ttl``: LangGraph's
     ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``). ``index``: LangGraph's
     ``IndexConfig`` (``dims``, ``embed``, ``fields``) for semantic search; refused with
@@ -371,11 +403,14 @@ class MemoryStore(BaseStore):
 
     supports_ttl = True
 
+    distance_type: str = "cosine"
+    """``index["distance_type"]``: how ``score`` is computed (see :data:`DISTANCE_TYPES`)."""
+
     def __init__(
         self,
         memory: Memory,
         *,
-        user_namespace: tuple[str, ...] = ("memories",),
+        user_namespace: tuple[str, ...] | UserOf = ("memories", USER_ID),
         namespace: str | None = None,
         index: IndexConfig | Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
@@ -385,9 +420,24 @@ class MemoryStore(BaseStore):
         self.memory = memory
         # the base namespace: what memory.facts uses outside any session that changes it
         self.namespace = memory.namespace if namespace is None else check_id(namespace, "namespace")
-        if not isinstance(user_namespace, tuple) or not user_namespace:
-            raise InvalidNamespace("user_namespace must be a non-empty tuple of labels")
-        self.user_namespace = self._labels(user_namespace)
+        self.user_of: UserOf | None = None
+        """The function naming the user of a namespace, when ``user_namespace`` is one."""
+        self.user_namespace: tuple[str, ...] | None = None
+        """The labels before the user id of ``user_namespace``'s template (``("memories",)``
+        by default); ``None`` when ``user_namespace`` is a function."""
+        if callable(user_namespace) and not isinstance(user_namespace, tuple):
+            self.user_of = user_namespace
+        else:
+            if not isinstance(user_namespace, tuple) or not user_namespace:
+                raise InvalidNamespace(
+                    "user_namespace must be a non-empty tuple of labels (a template ending "
+                    f"in {USER_ID!r}) or a function of a namespace"
+                )
+            last = user_namespace[-1]
+            labels = user_namespace[:-1] if last in _PLACEHOLDERS else user_namespace
+            if any(p in labels for p in _PLACEHOLDERS):
+                raise InvalidNamespace(f"{USER_ID!r} can only be the last label of user_namespace")
+            self.user_namespace = self._labels(labels)
         if ttl is not None:
             if not isinstance(ttl, Mapping):
                 raise InvalidInput("ttl must be a TTLConfig dict")
@@ -415,7 +465,7 @@ class MemoryStore(BaseStore):
     def __repr__(self) -> str:
         return (
             f"<MemoryStore memory={self.memory!r} namespace={self.namespace!r} "
-            f"user_namespace={self.user_namespace!r}>"
+            f"user_namespace={self.user_of or self.user_namespace!r}>"
         )
 
     def _configure_index(self, index: object) -> None:
@@ -428,9 +478,27 @@ class MemoryStore(BaseStore):
             check_positive_int(dims, 'index["dims"]')
             if dims > MAX_DIMS:
                 raise InvalidInput(f'index["dims"] is at most {MAX_DIMS}, not {dims}')
-        fields = index.get("fields") or [WHOLE]
+        # "text_fields": LangGraph SqliteStore's spelling of "fields" (a str is one field)
+        fields = index.get("fields") or index.get("text_fields") or [WHOLE]
+        if isinstance(fields, str) and "fields" not in index:
+            fields = [fields]
         if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
             raise InvalidInput('index["fields"] must be a list of field paths (str)')
+        distance = index.get("distance_type", "cosine")
+        if distance not in DISTANCE_TYPES:
+            raise Unsupported(
+                f'index["distance_type"] is one of {", ".join(DISTANCE_TYPES)}, not {distance!r}'
+                + (" (bit vectors are not supported)" if distance == "hamming" else "")
+            )
+        ann = index.get("ann_index_config") or {}
+        if not isinstance(ann, Mapping):
+            raise InvalidInput('index["ann_index_config"] must be a dict')
+        if ann.get("vector_type", "vector") not in ("vector", "halfvec"):
+            raise Unsupported(
+                'index["ann_index_config"]["vector_type"] is "vector" or "halfvec" (both are '
+                f"stored as float32 here), not {ann.get('vector_type')!r}"
+            )
+        self.distance_type = distance
         store = self.memory.store
         if not supports_vectors(store):
             raise Unsupported(
@@ -476,17 +544,30 @@ class MemoryStore(BaseStore):
                 raise InvalidNamespace(f"{exc} (in {namespace!r})") from None
         return tuple(namespace)
 
-    def _user_scope(self, labels: tuple[str, ...]) -> Scope | None:
-        """The user (and agent) Scope a namespace is, or ``None``."""
+    def _owner(self, labels: tuple[str, ...]) -> tuple[str | None, Scope | None]:
+        """The user a namespace belongs to (``None``: nobody), and the user (and agent)
+        Scope it *is* — the user's own memory, shared with the library's tools — or
+        ``None`` for another namespace of that user (or of nobody)."""
+        if self.user_of is not None:
+            user = self.user_of(labels)
+            if user is None:
+                return None, None
+            if not isinstance(user, str):
+                raise InvalidInput(
+                    f"user_namespace returned {type(user).__name__} for {labels!r}, not a str "
+                    "user id or None"
+                )
+            return check_id(user, "user_id"), None
+        assert self.user_namespace is not None
         n = len(self.user_namespace)
-        if labels[:n] != self.user_namespace:
-            return None
-        rest = labels[n:]
-        if len(rest) == 1:
-            return Scope(namespace=self.namespace, user_id=rest[0])
-        if len(rest) == 3 and rest[1] == AGENTS:
-            return Scope(namespace=self.namespace, user_id=rest[0], agent_id=rest[2])
-        return None
+        if labels[:n] != self.user_namespace or len(labels) == n:
+            return None, None
+        user, rest = labels[n], labels[n + 1 :]
+        if not rest:
+            return user, Scope(namespace=self.namespace, user_id=user)
+        if len(rest) == 2 and rest[0] == AGENTS:
+            return user, Scope(namespace=self.namespace, user_id=user, agent_id=rest[1])
+        return user, None
 
     @staticmethod
     def _encode(labels: tuple[str, ...]) -> str:
@@ -497,9 +578,12 @@ class MemoryStore(BaseStore):
         labels = self._labels(namespace)
         if not labels:
             raise InvalidNamespace("an item's namespace cannot be empty")
-        user = self._user_scope(labels)
-        if user is not None:
-            scope, hook_scope = user.fact_scope, user
+        user, home = self._owner(labels)
+        if home is not None:  # the user's (or user and agent's) own memory
+            scope, hook_scope = home.fact_scope, home
+        elif user is not None:  # another namespace of the user: beneath the user's scope
+            hook_scope = Scope(namespace=self.namespace, user_id=user)
+            scope = hook_scope.fact_scope + "/" + self._encode(labels)
         else:
             scope, hook_scope = self._encode(labels), Scope(namespace=self.namespace)
         if len(scope) > MAX_SCOPE_CHARS:
@@ -523,15 +607,25 @@ class MemoryStore(BaseStore):
                     return None
                 labels = tuple(unquote(part, errors="strict") for part in body[:-1].split("/"))
             elif scope.startswith("user:"):
-                user, sep, agent = scope[len("user:") :].partition("/agent:")
-                labels = (*self.user_namespace, unquote(user, errors="strict"))
-                if sep:
-                    labels += (AGENTS, unquote(agent, errors="strict"))
+                user, sep, rest = scope[len("user:") :].partition("/")
+                if sep and rest.startswith(LG_PREFIX):  # ("user:<u>/lg:<labels>/")
+                    body = rest[len(LG_PREFIX) :]
+                    if not body.endswith("/"):
+                        return None
+                    labels = tuple(unquote(p, errors="strict") for p in body[:-1].split("/"))
+                elif self.user_namespace is None:  # a function names no namespace of these
+                    return None
+                else:
+                    labels = (*self.user_namespace, unquote(user, errors="strict"))
+                    if sep:
+                        if not rest.startswith("agent:"):
+                            return None
+                        labels += (AGENTS, unquote(rest[len("agent:") :], errors="strict"))
             else:
                 return None
             # only the canonical spelling of a valid namespace is one
             return labels if self._where(labels).scope == scope else None
-        except (UnicodeDecodeError, InvalidId, InvalidNamespaceError):
+        except (UnicodeDecodeError, InvalidId, InvalidNamespaceError, InvalidInput):
             return None
 
     # -- running ops -------------------------------------------------------------------------
@@ -595,7 +689,13 @@ class MemoryStore(BaseStore):
                 bool(op.refresh_ttl),
             )
         if isinstance(op, ListNamespacesOp):
-            conditions = tuple(op.match_conditions or ())
+            conditions = tuple(
+                # a path given as one str (LangGraph's PostgreSQL tests do) is one label
+                MatchCondition(c.match_type, (c.path,))
+                if isinstance(c, MatchCondition) and isinstance(c.path, str)
+                else c
+                for c in op.match_conditions or ()
+            )
             literal: tuple[str, ...] = ()
             for condition in conditions:
                 if not isinstance(condition, MatchCondition) or condition.match_type not in (
@@ -807,12 +907,24 @@ class MemoryStore(BaseStore):
         if fact.expires_at is None:
             return
         ttl = round(fact.expires_at - fact.updated_at, 3)
-        if ttl > 0:
-            # the store contract cannot move an expiry alone: this write drops the fact's
-            # vectors, and the next search that needs them embeds it again
+        if ttl <= 0:
+            return
+        if supports_refresh(self.memory.store):  # the same fact, vectors kept, a new expiry
+            yield StoreCall(
+                "refresh_fact",
+                (self.namespace, where.scope, fact.key, fact.version, ttl),
+            )
+        else:  # a store without Store.refresh_fact: written again, without its vectors
             yield from self._write(
                 where, fact.key, fact.value, ttl, fact.version, None, fact.importance
             )
+
+    def _score(self, cosine: float | None) -> float | None:
+        """A hit's ``score`` by :attr:`distance_type`, from its cosine similarity (both
+        vectors unit length)."""
+        if cosine is None or self.distance_type != "l2":
+            return cosine
+        return -math.sqrt(max(0.0, 2.0 - 2.0 * cosine))
 
     def _item(self, where: _Where, fact: Fact) -> Item:
         return Item(
@@ -836,14 +948,18 @@ class MemoryStore(BaseStore):
     def _scopes(self, prefix: tuple[str, ...]) -> Plan[list[_Where]]:
         """Where the items of every namespace starting with ``prefix`` live, from one or two
         scope listings."""
-        starts = [self._encode(prefix)]
         n = len(prefix)
-        if self.user_namespace[:n] == prefix:  # the prefix covers every user
-            starts.append("user:")
-        elif len(prefix) > len(self.user_namespace):
-            user = self._user_scope(prefix[: len(self.user_namespace) + 1])
-            if user is not None:  # one user: its own scope and its agents'
-                starts.append(user.fact_scope)
+        user: str | None = None
+        if self.user_namespace is None:  # a function: beneath a user's namespace, that user
+            user = self._owner(prefix)[0] if prefix else None
+        elif n > len(self.user_namespace):
+            user = self._owner(prefix[: len(self.user_namespace) + 1])[0]
+        if user is not None:  # one user's namespaces: its own scope and those beneath it
+            starts = [Scope(user_id=user).fact_scope]
+        elif self.user_namespace is None or self.user_namespace[:n] == prefix:
+            starts = [self._encode(prefix), "user:"]  # may cover any user
+        else:
+            starts = [self._encode(prefix)]
         found: list[_Where] = []
         for start in starts:
             scopes: list[str] = yield StoreCall(
@@ -852,9 +968,7 @@ class MemoryStore(BaseStore):
             for scope in scopes:
                 labels = self.namespace_of(scope)
                 if labels is not None and labels[:n] == prefix:
-                    user = self._user_scope(labels)
-                    hook_scope = user if user is not None else Scope(namespace=self.namespace)
-                    found.append(_Where(labels, scope, hook_scope))
+                    found.append(self._where(labels))
         return found
 
     def _search(
@@ -954,6 +1068,8 @@ class MemoryStore(BaseStore):
                 hits = [f for f in hits if f.key in keep]
             elif len(hits) < wanted:  # the page may reach the items without vectors
                 listed = yield from self._facts(where)._list(None)
+            for f in hits:
+                f.score = self._score(f.score)
             scored.extend(_Found(where, f) for f in hits)
             if listed:
                 first_created[where.namespace] = min(f.created_at for f in listed)

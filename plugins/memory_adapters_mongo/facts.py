@@ -448,6 +448,25 @@ def to_embed(namespace: str, scope: str, model: str, limit: int) -> Plan[list[Fa
     return [_fact(d) for d in docs]
 
 
+def refresh(namespace: str, scope: str, key: str, version: int, ttl: float) -> Plan[bool]:
+    """Move a live fact's expiry if it is still at ``version``: version + 1, a new ``rev``
+    and ``updated_at`` now, as a write; its value, terms, metadata and vectors stay."""
+    now = time.time()
+    expires_at = now + ttl
+    where = {**_where(namespace, scope, key), "version": version, "expires_at": _live(now)}
+    update = {
+        "$set": {
+            "expires_at": expires_at,
+            "expires": _expires(expires_at),
+            "updated_at": now,
+            "rev": secrets.token_hex(8),
+        },
+        "$inc": {"version": 1},
+    }
+    result = yield Op(FACTS, "update_one", (where, update))
+    return bool(result.matched_count == 1)
+
+
 def set_embedding(
     namespace: str, scope: str, key: str, version: int, embedding: Embedding
 ) -> Plan[bool]:

@@ -119,7 +119,7 @@ def _user_facts(keys: UserKeys) -> dict[str, Any]:
         "namespace": keys.namespace,
         "$or": [
             {"scope": keys.user_scope},
-            {"scope": _prefix(keys.agent_prefix)},
+            {"scope": _prefix(keys.beneath_prefix)},
             {"scope": _prefix(keys.conversation_scope_prefix)},
         ],
     }

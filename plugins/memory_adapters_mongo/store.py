@@ -478,6 +478,13 @@ class MongoStore(Store):
         limit = _int(limit, "limit")
         return lambda: facts.to_embed(namespace, scope, model, limit)
 
+    def _refresh(
+        self, namespace: str, scope: str, key: str, version: int, ttl: float
+    ) -> Callable[[], Plan[bool]]:
+        namespace, scope, key = self._fact_key(namespace, scope, key)
+        version = _int(version, "version")
+        return lambda: facts.refresh(namespace, scope, key, version, ttl)
+
     def _set_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
     ) -> Callable[[], Plan[bool]]:
@@ -651,6 +658,9 @@ class MongoStore(Store):
         self, namespace: str, scope: str, model: str, *, limit: int = 256
     ) -> list[Fact]:
         return self._run(self._to_embed(namespace, scope, model, limit))
+
+    def refresh_fact(self, namespace: str, scope: str, key: str, version: int, ttl: float) -> bool:
+        return self._run(self._refresh(namespace, scope, key, version, ttl))
 
     def set_fact_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
@@ -829,6 +839,11 @@ class MongoStore(Store):
         self, namespace: str, scope: str, model: str, *, limit: int = 256
     ) -> list[Fact]:
         return await self._arun(self._to_embed(namespace, scope, model, limit))
+
+    async def arefresh_fact(
+        self, namespace: str, scope: str, key: str, version: int, ttl: float
+    ) -> bool:
+        return await self._arun(self._refresh(namespace, scope, key, version, ttl))
 
     async def aset_fact_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding

@@ -54,7 +54,7 @@ class Operations(Statements):
         p: dict[str, Any] = {"ns": namespace, "wns": keys.working_namespace, "us": keys.user_scope}
         for name, prefix in (
             ("lo", keys.conversation_prefix),
-            ("ap", keys.agent_prefix),
+            ("ap", keys.beneath_prefix),
             ("cp", keys.conversation_scope_prefix),
         ):
             p[name], p[name + "_hi"] = prefix, prefix_upper_bound(prefix)

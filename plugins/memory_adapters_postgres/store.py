@@ -900,6 +900,9 @@ class PostgresStore(LogOps, FactOps, Operations, Store):
     ) -> list[Fact]:
         return self._run(lambda: self._facts_to_embed(namespace, scope, model, limit=limit))
 
+    def refresh_fact(self, namespace: str, scope: str, key: str, version: int, ttl: float) -> bool:
+        return self._run(lambda: self._refresh_fact(namespace, scope, key, version, ttl))
+
     def set_fact_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
     ) -> bool:

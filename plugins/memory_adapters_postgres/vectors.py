@@ -165,6 +165,26 @@ class VectorOps(Statements):
         )
         return [fact_of(r) for r in rows]
 
+    def _refresh_fact(
+        self, namespace: str, scope: str, key: str, version: int, ttl: float
+    ) -> Op[bool]:
+        now = time.time()
+        row = yield Q(
+            self.q(
+                "WITH w AS (UPDATE {s}.facts SET version = version + 1, updated_at = %(now)s, "
+                "expires_at = %(exp)s WHERE namespace = %(ns)s AND scope = %(sc)s "
+                "AND key = %(k)s AND version = %(v)s "
+                "AND (expires_at IS NULL OR expires_at > %(now)s) RETURNING version), "
+                # the postings name the version they were written with: the same terms
+                "t AS (UPDATE {s}.fact_terms SET version = w.version FROM w "
+                "WHERE namespace = %(ns)s AND scope = %(sc)s AND key = %(k)s) "
+                "SELECT version FROM w"
+            ),
+            {"ns": namespace, "sc": scope, "k": key, "v": version, "now": now, "exp": now + ttl},
+            "one",
+        )
+        return row is not None
+
     def _set_fact_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
     ) -> Op[bool]:

@@ -522,6 +522,28 @@ class FactStore(Store):
             ).fetchall()
         return [row_fact(r) for r in rows]
 
+    def refresh_fact(self, namespace: str, scope: str, key: str, version: int, ttl: float) -> bool:
+        now = time.time()
+        with self._write() as db:
+            row = db.execute(
+                "SELECT id FROM ma_facts WHERE namespace = ? AND scope = ? AND key = ? "
+                "AND version = ? AND (expires_at IS NULL OR expires_at > ?)",
+                (namespace, scope, key, version, now),
+            ).fetchone()
+            if row is None:
+                return False
+            db.execute(
+                "UPDATE ma_facts SET version = version + 1, updated_at = ?, expires_at = ? "
+                "WHERE id = ?",
+                (now, now + ttl, row[0]),
+            )
+            # the vectors keep their own copy of the expiry (searches read nothing else)
+            db.execute(
+                "UPDATE ma_fact_vectors SET expires_at = ? WHERE fact_id = ?",
+                (now + ttl, row[0]),
+            )
+        return True
+
     def set_fact_embedding(
         self, namespace: str, scope: str, key: str, version: int, embedding: Embedding
     ) -> bool:

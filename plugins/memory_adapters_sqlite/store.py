@@ -293,6 +293,10 @@ class SQLiteStore(FactStore):
             inline = getattr(local, "nowait", None)
             if inline is None:
                 inline = local.nowait = made
+            else:  # another call connected meanwhile: one connection per thread, not one each
+                with self._all_lock:
+                    self._all.remove(made)
+                made.close()
         local.inline = inline
         try:
             return fn(*args, **kwargs)
@@ -591,7 +595,7 @@ class SQLiteStore(FactStore):
                 db,
                 namespace,
                 (keys.user_scope,),
-                (keys.agent_prefix, keys.conversation_scope_prefix),
+                (keys.beneath_prefix, keys.conversation_scope_prefix),
             )
             working, wvectors, whistory = delete_facts(
                 db, keys.working_namespace, (), (keys.conversation_prefix,)

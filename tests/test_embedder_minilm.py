@@ -168,3 +168,31 @@ with m.session(user_id="u"):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "favourite_tea"
     assert list(tmp_path.iterdir()) == []  # no cache, no download
+
+
+@pytest.mark.processes
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
+def test_a_child_forked_after_the_model_ran_forks_and_exits_without_hanging() -> None:
+    """The parent's onnxruntime session must never be released in a forked child: releasing
+    it joins a thread pool whose threads did not survive the fork (it hung the child, at the
+    fork and at its exit). A child that exits normally, and one that leaves with os._exit."""
+    script = """
+import os, sys
+from memory_adapters_minilm import MiniLMEmbedder
+MiniLMEmbedder().embed(["warm the thread pool up"] * 64)
+for how in ("exit", "_exit"):
+    pid = os.fork()
+    if pid == 0:
+        vector = MiniLMEmbedder().embed(["Which drink do I prefer?"])[0]
+        if how == "exit":
+            sys.exit(0 if len(vector) == 384 else 1)
+        os._exit(0 if len(vector) == 384 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, (how, status)
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

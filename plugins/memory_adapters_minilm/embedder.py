@@ -3,6 +3,7 @@ offline."""
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
 import threading
@@ -110,8 +111,19 @@ def load() -> _Model:
         return _model
 
 
+_carried: list[_Model] = []
+"""Models a forked child inherited from its parent: kept, never released."""
+
+
 def _forget_after_fork() -> None:
+    """In a forked child: set the parent's model aside and load one of the child's own when
+    needed. The parent's is never released in the child: releasing an onnxruntime session
+    joins its thread pool, whose threads did not survive the fork, and would wait forever (at
+    the fork, or when the child exits)."""
     global _lock, _model
+    if _model is not None:
+        _carried.append(_model)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(_model))  # never freed, even at exit
     _lock = threading.Lock()
     _model = None
 

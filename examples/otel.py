@@ -9,8 +9,8 @@ under it, for the window read, the tool call and the append, with what an operat
 
 Needs: pip install ".[pydantic-ai,offline,otel-sdk]"
 
-The plugin traces whenever a tracer provider is configured when an operation runs, whether
-it was configured before the ``Memory`` was created or after. Set
+Configure tracing before creating the ``Memory``: the plugin adds its hooks to a ``Memory``
+created while a tracer provider is configured (elsewhere it costs nothing). Set
 ``MEMORY_ADAPTERS_OTEL_CONTENT=1`` to see message content in the spans too.
 """
 

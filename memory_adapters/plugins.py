@@ -205,8 +205,8 @@ class PluginManager(pluggy.PluginManager):
     def _register_companions(self, lp: LoadedPlugin) -> None:
         """Register what the plugin's ``memory_adapters_plugins()`` returns, if it has one:
         objects it decides to add to this plugin manager when it is loaded (the OpenTelemetry
-        plugin adds its span hooks only where ``opentelemetry-api`` is installed). They are
-        named ``<plugin>.<n>``."""
+        plugin adds its span hooks only where a tracer provider is configured, so that it
+        costs nothing elsewhere). They are named ``<plugin>.<n>``."""
         make = getattr(lp.plugin, COMPANIONS, None)
         if not callable(make):
             return

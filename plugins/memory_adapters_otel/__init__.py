@@ -11,12 +11,11 @@ an error sets the span's status) and never message content or fact values, unles
 operator asks for them: ``Memory(telemetry_content=True)`` or
 ``MEMORY_ADAPTERS_OTEL_CONTENT=1``.
 
-Where ``opentelemetry-api`` is installed, the span hooks are added to every ``Memory`` and
-trace with the global tracer provider (``opentelemetry.trace.set_tracer_provider``, or an
-SDK's setup such as ``logfire.configure()``) whenever one is configured when an operation
-runs, so tracing may be configured before or after the ``Memory`` is created. Until one is
-configured the hooks return at once and make no span; without ``opentelemetry-api`` the
-plugin adds no hook at all. To trace one ``Memory`` with a provider of its own, register
+The span hooks are added to a ``Memory`` when it is created with a tracer provider
+configured (``opentelemetry.trace.set_tracer_provider``, or an SDK's setup such as
+``logfire.configure()``): configure tracing first, then create the ``Memory``. Where no
+provider is configured, or ``opentelemetry-api`` is not installed, the plugin adds no hook at
+all, so it costs nothing. To trace one ``Memory`` with a provider of its own, register
 :class:`OpenTelemetry` yourself::
 
     memory = Memory(url, plugins=[OpenTelemetry(tracer_provider=provider)])
@@ -45,15 +44,14 @@ def _has_otel() -> bool:
 
 
 def memory_adapters_plugins() -> list[object]:
-    """The span hooks for a ``Memory`` being created: an :class:`OpenTelemetry` plugin on the
-    global tracer provider when ``opentelemetry-api`` is installed, else nothing. It traces
-    whenever a provider is configured when an operation runs, configured before the
-    ``Memory`` was created or after."""
+    """The span hooks for a ``Memory`` being created: an :class:`OpenTelemetry` plugin when
+    ``opentelemetry-api`` is installed and a tracer provider is configured, else nothing."""
     if not _has_otel():
         return []
     from .spans import OpenTelemetry
 
-    return [OpenTelemetry()]
+    plugin = OpenTelemetry()
+    return [plugin] if plugin.tracer() is not None else []
 
 
 def __getattr__(name: str) -> Any:

@@ -84,12 +84,7 @@ def postgres_url() -> Iterator[str]:
         server.cleanup()
 
 
-@pytest.fixture(scope="session")
-def pgbouncer_url(postgres_url: str) -> Iterator[str]:
-    """The database of :func:`postgres_url` through a PgBouncer in transaction pooling mode
-    that the tests start (Debian's ``pgbouncer`` package), with ``?pgbouncer=true``. It
-    skips where PgBouncer is not installed, unless ``MEMORY_ADAPTERS_REQUIRE_POSTGRES=1``
-    (set by CI), which makes that a failure."""
+def _pgbouncer(postgres_url: str) -> Iterator[str]:
     from urllib.parse import urlsplit
 
     from memory_adapters.testing.postgres_server import PostgresUnavailable, TemporaryPgBouncer
@@ -110,6 +105,24 @@ def pgbouncer_url(postgres_url: str) -> Iterator[str]:
         yield bouncer.url_for(parts.path.lstrip("/")) + "?pgbouncer=true"
     finally:
         bouncer.cleanup()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_url(postgres_url: str) -> Iterator[str]:
+    """The database of :func:`postgres_url` through a PgBouncer in transaction pooling mode
+    that the tests start (Debian's ``pgbouncer`` package), with ``?pgbouncer=true``. It
+    skips where PgBouncer is not installed, unless ``MEMORY_ADAPTERS_REQUIRE_POSTGRES=1``
+    (set by CI), which makes that a failure."""
+    yield from _pgbouncer(postgres_url)
+
+
+@pytest.fixture
+def fresh_pgbouncer_url(postgres_url: str) -> Iterator[str]:
+    """:func:`pgbouncer_url`, through a PgBouncer of this test's own. The conformance kit
+    through the pooler uses it: run through one pooler, its tests exhaust the pooler's server
+    connections after about 75 of them (async tests whose event loops end leave connections
+    pinned; not understood yet)."""
+    yield from _pgbouncer(postgres_url)
 
 
 REQUIRE_PGVECTOR = "MEMORY_ADAPTERS_REQUIRE_PGVECTOR"

@@ -102,15 +102,15 @@ class TestPostgresStoreThroughPgBouncer(StoreConformance, MultiProcessConformanc
         _drop(postgres_url, name)
 
     @pytest.fixture
-    def store(self, pgbouncer_url: str, schema: str) -> Iterator[PostgresStore]:
-        s = PostgresStore(pgbouncer_url, schema=schema)
+    def store(self, fresh_pgbouncer_url: str, schema: str) -> Iterator[PostgresStore]:
+        s = PostgresStore(fresh_pgbouncer_url, schema=schema)
         assert s.pgbouncer
         yield s
         s.close()
 
     @pytest.fixture
-    def store_factory(self, pgbouncer_url: str, schema: str) -> Callable[[], Store]:
-        return functools.partial(PostgresStore, pgbouncer_url, schema=schema)
+    def store_factory(self, fresh_pgbouncer_url: str, schema: str) -> Callable[[], Store]:
+        return functools.partial(PostgresStore, fresh_pgbouncer_url, schema=schema)
 
     def test_every_window_is_valid_maximal_and_within_budget(self, window_memory: Memory) -> None:
         """The property-based window suite with 20 examples (CI time): its queries are the

@@ -30,6 +30,7 @@ from .store import Store
 from .summaries import CLOSE_TIMEOUT_SECONDS, LEASE_SECONDS, Summaries, Summarizer
 from .tools import MemoryTools
 from .validation import MAX_TURN_BYTES, check_bool, check_model, check_positive_int
+from .worker import Worker
 from .working import WorkingMemory
 
 if TYPE_CHECKING:  # the adapters' types, for type checkers only: never imported at run time
@@ -144,6 +145,9 @@ class Memory:
             self.store = self.open_store(
                 url or env.get(ENV_URL) or DEFAULT_URL, **(store_options or {})
             )
+        self.worker = Worker()
+        """The background worker (:mod:`memory_adapters.worker`): summaries, message indexing
+        and embedding, extraction; a run never waits for it."""
         self.summaries: Summaries | None = self._make_summaries(summarizer)
         """The background summaries (``None`` without a ``summarizer``)."""
         self.embedder: Embedder | None = self._make_embedder(embed)
@@ -394,17 +398,22 @@ class Memory:
         return await self.hooks.count_tokens_async(_texts(texts), check_model(model) or self.model)
 
     def close(self, timeout: float | None = CLOSE_TIMEOUT_SECONDS) -> None:
-        """Wait for the summaries under way (if any), at most ``timeout`` seconds (``None``: as
-        long as they take), then close the store. The summaries still unfinished then are
-        abandoned, not stored, and named in a :class:`~memory_adapters.SummaryWarning`."""
-        if self.summaries is not None:
-            self.summaries.close(timeout)
+        """Wait for the background work under way (:attr:`worker`: summaries, indexing,
+        extraction), at most ``timeout`` seconds (``None``: as long as it takes), then close the
+        store. Summaries still unfinished then are abandoned, not stored, and named in a
+        :class:`~memory_adapters.SummaryWarning`; other work left undone is done later (by the
+        next search, turn or process)."""
+        self._stop_worker(timeout)
         self.store.close()
+
+    def _stop_worker(self, timeout: float | None) -> None:
+        abandoned = self.worker.close(timeout)
+        if self.summaries is not None:
+            self.summaries.abandon(abandoned, timeout)
 
     async def aclose(self, timeout: float | None = CLOSE_TIMEOUT_SECONDS) -> None:
         """Async :meth:`close`."""
-        if self.summaries is not None:
-            await asyncio.to_thread(self.summaries.close, timeout)
+        await asyncio.to_thread(self._stop_worker, timeout)
         await self.store.aclose()
 
     def __enter__(self) -> Memory:

@@ -13,8 +13,8 @@ A summary is never computed while a run waits. A window shows the newest summary
 has (even one that does not yet cover the latest evicted turns: the window then shows what it
 can, within its budget, see :mod:`.window`), and says in :attr:`Window.summary_due
 <memory_adapters.window.Window.summary_due>` when turns were evicted past it. After the run's
-turn is stored, :class:`Summaries` (``memory.summaries``) computes that summary on a worker
-thread owned by the ``Memory``: it claims the range in the store first
+turn is stored, :class:`Summaries` (``memory.summaries``) computes that summary on the
+``Memory``'s worker (:mod:`.worker`): it claims the range in the store first
 (:meth:`~memory_adapters.store.Store.claim_summary`: of several processes driving the same
 conversation one calls the model, once per range), reads the evicted messages, extends the
 previous summary with them through the summarizer, cuts the answer to ``summary_tokens``
@@ -34,7 +34,6 @@ import asyncio
 import inspect
 import json
 import logging
-import queue
 import threading
 import time
 import uuid
@@ -49,6 +48,7 @@ from .errors import SummaryWarning, Unsupported
 from .hookspecs import hookimpl
 from .messages import Message, Record, Summary
 from .steps import Plan, StoreCall, drive_sync
+from .worker import Abandoned
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -248,20 +248,16 @@ def summary_job(
     return summary
 
 
-class _Abandoned(Exception):
-    """A summary :meth:`Summaries.close` gave up waiting for: not stored, reported by close."""
-
-
 class Summaries:
     """The summaries a ``Memory`` computes in the background (``memory.summaries``).
 
-    One worker thread (started on first use) runs the summaries the windows asked for, one
-    per conversation at a time, with an event loop of its own that the summarizer's async
-    clients may keep across calls. It is a daemon: a summarizer that hangs never keeps the
-    process from exiting (what is under way then is dropped; its claim lapses with its
-    lease); :meth:`wait` waits for those under way, :meth:`close`
-    (called by ``Memory.close()``) waits, at most a timeout, and stops the worker. :attr:`calls` and
-    :attr:`failures` count the summarizer's calls."""
+    They run on the ``Memory``'s worker (:mod:`memory_adapters.worker`: one daemon thread,
+    with an event loop of its own that the summarizer's async clients may keep across calls),
+    one per conversation at a time. A summarizer that hangs never keeps the process from
+    exiting (what is under way then is dropped; its claim lapses with its lease); :meth:`wait`
+    waits for those under way, :meth:`close` (called by ``Memory.close()``) waits, at most a
+    timeout, and stops the worker. :attr:`calls` and :attr:`failures` count the summarizer's
+    calls."""
 
     def __init__(self, memory: Memory, summarizer: Summarizer, lease_seconds: float) -> None:
         self.memory = memory
@@ -274,14 +270,7 @@ class Summaries:
         self.failures = 0
         """How many of those calls (or the storing of their summaries) failed."""
         self._lock = threading.Lock()
-        self._pending: dict[str, tuple[SummaryDue, Future[Summary | None]]] = {}
-        self._queue: queue.SimpleQueue[tuple[SummaryDue, Future[Summary | None]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None  # the worker's, used there only
         self._closed = False
-        self._abandoned = False  # close() gave up waiting: nothing more is summarized or stored
         self._retry_at = 0.0  # time.monotonic() before which no summary starts (a failure)
 
     def submit(self, due: SummaryDue | None) -> Future[Summary | None] | None:
@@ -290,39 +279,20 @@ class Summaries:
         if due is None:
             return None
         with self._lock:
-            if self._closed or due.conversation in self._pending:
+            if self._closed:
                 return None
             if self._retry_at and time.monotonic() < self._retry_at:
                 return None
-            if self._thread is None:
-                # a daemon: a summarizer that hangs never keeps the interpreter from exiting
-                self._thread = threading.Thread(
-                    target=self._work, name="memory-adapters-summary", daemon=True
-                )
-                self._thread.start()
-            future: Future[Summary | None] = Future()
-            self._queue.put((due, future))
-            self._pending[due.conversation] = (due, future)
-        future.add_done_callback(lambda _: self._done(due.conversation, future))
-        return future
-
-    def _done(self, conversation: str, future: Future[Summary | None]) -> None:
-        with self._lock:
-            pending = self._pending.get(conversation)
-            if pending is not None and pending[1] is future:
-                del self._pending[conversation]
+        return self.memory.worker.submit(
+            ("summary", due.conversation), lambda: self._run(due), tag=due
+        )
 
     def _summarize(self, previous: str | None, messages: list[Message], max_tokens: int) -> str:
         with self._lock:
             self.calls += 1
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-        text = self._loop.run_until_complete(
+        return self.memory.worker.run_async(
             self.summarizer.asummarize(previous, messages, max_tokens)
         )
-        if self._abandoned:  # close() gave up on it and closed the store: nothing to store
-            raise _Abandoned
-        return text
 
     def _run(self, due: SummaryDue) -> Summary | None:
         try:
@@ -335,7 +305,7 @@ class Summaries:
                 self.lease_seconds,
             )
             return drive_sync(plan, self.memory.store, self.memory.hooks)
-        except _Abandoned:
+        except Abandoned:
             return None  # close() reported it
         except Exception as exc:
             with self._lock:
@@ -353,56 +323,23 @@ class Summaries:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the summaries under way (at most ``timeout`` seconds); whether all ended."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            with self._lock:
-                futures = [future for _, future in self._pending.values()]
-            if not futures:
-                return True
-            for f in futures:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    f.result(left)
-                except TimeoutError:
-                    return False
-                except Exception:  # _run reports its failures itself
-                    continue
-
-    def _work(self) -> None:
-        """The worker thread: the queued summaries, one after the other."""
-        while (item := self._queue.get()) is not None:
-            due, future = item
-            if self._abandoned:
-                future.cancel()  # close() reported it
-                continue
-            if future.set_running_or_notify_cancel():
-                future.set_result(self._run(due))  # _run reports its failures itself
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
+        return self.memory.worker.wait(timeout, tags=SummaryDue)
 
     def close(self, timeout: float | None = CLOSE_TIMEOUT_SECONDS) -> list[SummaryDue]:
         """Wait for the summaries under way, at most ``timeout`` seconds (``None``: as long as
-        they take), then stop the worker (no new ones start).
+        they take), then stop the ``Memory``'s worker (no new ones start).
 
         Returns the summaries abandoned when the time ran out, each also named in a
         :class:`SummaryWarning` (and the log): none of them is stored. A summarizer call still
         running is left to its daemon thread, its answer dropped."""
+        return self.abandon(self.memory.worker.close(timeout), timeout)
+
+    def abandon(self, tags: list[object], timeout: float | None) -> list[SummaryDue]:
+        """Report the summaries among ``tags`` (what the worker's close gave up on after
+        ``timeout`` seconds) and start no new one."""
         with self._lock:
             self._closed = True
-            thread, self._thread = self._thread, None
-        if thread is None:
-            return []
-        self._queue.put(None)
-        thread.join(timeout)
-        if not thread.is_alive():
-            return []
-        with self._lock:
-            self._abandoned = True
-            abandoned = [due for due, future in self._pending.values() if not future.done()]
-            futures = [future for _, future in self._pending.values()]
-        for future in futures:
-            future.cancel()  # the queued ones; the one running ends when its call returns
+        abandoned = [t for t in tags if isinstance(t, SummaryDue)]
         if abandoned:
             ranges = ", ".join(
                 f"{due.conversation} (seqs {due.start_seq}..{due.end_seq})" for due in abandoned
@@ -414,7 +351,7 @@ class Summaries:
                 "a later window asks for them again"
             )
             log.warning(message)
-            warnings.warn(message, SummaryWarning, stacklevel=3)
+            warnings.warn(message, SummaryWarning, stacklevel=4)
         return abandoned
 
     def __repr__(self) -> str:

@@ -14,6 +14,7 @@ from .conversation import AwaitingRun, Conversation
 from .errors import (
     AppendConflict,
     ConflictError,
+    ExtractionWarning,
     HookErrorWarning,
     InvalidId,
     InvalidInput,
@@ -39,6 +40,7 @@ from .errors import (
     ValueTooLarge,
     VersionConflict,
 )
+from .extraction import Extractor, FactOp
 from .facts import Fact, Facts
 from .hookspecs import hookimpl, hookspec
 from .memory import Memory
@@ -69,8 +71,11 @@ __all__ = [
     "Conversation",
     "ConversationInfo",
     "EraseReport",
+    "ExtractionWarning",
+    "Extractor",
     "Fact",
     "FactChange",
+    "FactOp",
     "Facts",
     "HookErrorWarning",
     "InvalidId",

@@ -104,6 +104,12 @@ class Embedder:
     tools' relevance floor is drawn from it (:attr:`MemoryTools.min_score
     <memory_adapters.tools.MemoryTools.min_score>`)."""
 
+    duplicate_similarity: float | None = None
+    """The cosine similarity at or above which two facts mean the same, for this model, or
+    ``None`` for :data:`~memory_adapters.consolidation.DUPLICATE_SIMILARITY`: a fact a model
+    proposes that close to a stored one updates it instead of adding a second
+    (:mod:`memory_adapters.consolidation`)."""
+
     def embed(self, texts: list[str], input_type: InputType = "document") -> list[list[float]]:
         """One vector per text, in order."""
         raise NotImplementedError

@@ -193,6 +193,12 @@ class EmbeddingWarning(MemoryAdaptersWarning):
     vectors (it is embedded when a semantic search of its scope next needs it)."""
 
 
+class ExtractionWarning(MemoryAdaptersWarning):
+    """The extractor failed (raised, took too long, answered something other than a list of
+    operations) or proposed malformed operations, in the background: no fact was written from
+    the failed call, and the malformed operations were dropped."""
+
+
 class SummaryWarning(MemoryAdaptersWarning):
     """The summarizer failed (or answered nothing usable) in the background: no summary was
     stored for that range, and windows go on without it."""

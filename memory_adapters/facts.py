@@ -338,6 +338,11 @@ def _warn(message: str) -> None:
     warnings.warn(message, EmbeddingWarning, stacklevel=6)
 
 
+def _at(as_of: object) -> float | None:
+    """A ``get``'s ``as_of``, validated."""
+    return check_time(as_of, "as_of")
+
+
 def _where(
     metadata: object, since: object, until: object, min_score: object
 ) -> tuple[FactFilter | None, float | None]:
@@ -376,6 +381,8 @@ class Facts:
         expected_version: int | None,
         writer: Writer = APPLICATION,
         metadata: Any = None,
+        *,
+        vector: list[float] | None = None,
     ) -> Plan[Fact]:
         check_id(key, "key")
         data = dumps(value, "value", MAX_VALUE_BYTES)
@@ -390,7 +397,11 @@ class Facts:
         embedding = None
         embedder = self._memory.embedder
         if embedder is not None and supports_vectors(self._memory.store):
-            vectors = yield from embed_plan(self._memory, [embed_text(key, value)], "document")
+            vectors = (
+                [vector]
+                if vector is not None  # made already (by the duplicate rule, .consolidation)
+                else (yield from embed_plan(self._memory, [embed_text(key, value)], "document"))
+            )
             if isinstance(vectors, EmbedderFailed):
                 _warn(f"{vectors}; fact {key!r} is stored and will be embedded when searched")
             else:
@@ -410,13 +421,30 @@ class Facts:
             )
         )
 
-    def _get(self, key: str) -> Plan[Fact | None]:
+    def _get(self, key: str, as_of: float | None = None) -> Plan[Fact | None]:
         check_id(key, "key")
         fact: Fact | None = yield StoreCall("get_fact", (self.namespace, self._owner, key))
+        if as_of is not None:
+            fact = yield from self._as_of(key, as_of, fact)
         step = self._memory.hooks.fact_recalled(self.scope, key, fact)
         if step is not None:
             yield step
         return fact
+
+    def _as_of(self, key: str, at: float, current: Fact | None) -> Plan[Fact | None]:
+        """The fact ``key`` as it was at ``at``, from its history: the value of the newest
+        change made at or before ``at`` (``None`` when that change was a forget, or when no
+        recorded change is that old). The current fact when that change made its version."""
+        changes = yield from self._history(key, None)
+        for change in changes:  # newest first
+            if change.at > at:
+                continue
+            if change.op == "forget":
+                return None
+            if current is not None and current.version == change.version:
+                return current
+            return Fact(key, change.value, change.version, updated_at=change.at)
+        return None
 
     def _list(self, limit: int | None) -> Plan[list[Fact]]:
         check_optional_int(limit, "limit", minimum=1)
@@ -694,9 +722,17 @@ class Facts:
             self._put(key, value, importance, ttl, expires_at, expected_version, metadata=metadata)
         )
 
-    def get(self, key: str) -> Fact | None:
-        """The fact stored under ``key``, or ``None``."""
-        return self._run(self._get(key))
+    def get(self, key: str, *, as_of: float | datetime | None = None) -> Fact | None:
+        """The fact stored under ``key``, or ``None``.
+
+        ``as_of`` (epoch seconds, or an aware datetime) answers what was current then, from
+        the fact's history (:meth:`history`): the value and version of the newest change made
+        at or before it, ``None`` if that change forgot the fact or no recorded change is
+        that old (history keeps the ``Memory``'s ``history_limit`` newest versions). A past
+        version comes back with its value, version and ``updated_at`` (the time of the
+        change); history keeps no importance, expiry or metadata. Needs a store that keeps
+        history (:class:`~memory_adapters.errors.Unsupported` otherwise)."""
+        return self._run(self._get(key, _at(as_of)))
 
     def all(self, limit: int | None = None) -> list[Fact]:
         """Every unexpired fact of the scope, by key; at most ``limit`` (``None``, or an int
@@ -770,9 +806,9 @@ class Facts:
             self._put(key, value, importance, ttl, expires_at, expected_version, metadata=metadata)
         )
 
-    async def aget(self, key: str) -> Fact | None:
+    async def aget(self, key: str, *, as_of: float | datetime | None = None) -> Fact | None:
         """Async :meth:`get`."""
-        return await self._arun(self._get(key))
+        return await self._arun(self._get(key, _at(as_of)))
 
     async def aall(self, limit: int | None = None) -> list[Fact]:
         """Async :meth:`all`."""

@@ -14,6 +14,7 @@ from .steps import HookCall
 
 if TYPE_CHECKING:
     from .embedders import Embedder
+    from .extraction import Extractor, FactOp
     from .facts import Fact
     from .messages import Message, Record
     from .plugins import PluginManager
@@ -94,6 +95,12 @@ class Hooks:
         """The summarizer a plugin makes of ``spec`` (``Memory(summarizer=spec)``), or
         ``None``."""
         result: Summarizer | None = self._pm.hook.make_summarizer(spec=spec)
+        return result
+
+    def make_extractor(self, spec: object) -> Extractor | None:
+        """The extractor a plugin makes of ``spec`` (``Memory(extractor=spec)``), or
+        ``None``."""
+        result: Extractor | None = self._pm.hook.make_extractor(spec=spec)
         return result
 
     def embed(self, texts: list[str], model: str, input_type: str) -> HookCall | None:
@@ -177,6 +184,12 @@ class Hooks:
     def fact_stored(self, scope: Scope, fact: Fact) -> HookCall | None:
         """See :func:`memory_adapters.hookspecs.fact_stored`."""
         return self._step("fact_stored", scope=scope, fact=fact)
+
+    def facts_proposed(
+        self, scope: Scope, operations: list[FactOp], messages: list[Message]
+    ) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.facts_proposed`."""
+        return self._step("facts_proposed", scope=scope, operations=operations, messages=messages)
 
     def fact_recalled(self, scope: Scope, key: str, fact: Fact | None) -> HookCall | None:
         """See :func:`memory_adapters.hookspecs.fact_recalled`."""

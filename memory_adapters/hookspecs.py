@@ -30,6 +30,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from .embedders import Embedder
+    from .extraction import Extractor, FactOp
     from .facts import Fact
     from .messages import Message, Record
     from .run import Run
@@ -121,6 +122,21 @@ def make_summarizer(spec: object) -> Summarizer | None:
     first answer wins; the built-in fallback for
     :class:`~memory_adapters.summaries.Summarizer` instances and plain callables
     ``fn(previous_summary, messages) -> str`` is ``trylast``.
+    """
+
+
+@hookspec(firstresult=True)
+def make_extractor(spec: object) -> Extractor | None:
+    """Turn what the application gave as ``Memory(url, extractor=spec)`` into an
+    :class:`~memory_adapters.extraction.Extractor`, or return ``None`` when this plugin does
+    not know ``spec``.
+
+    ``spec`` is a pydantic-ai model name (``"openai:gpt-4o-mini"``) or an object (a pydantic-ai
+    ``Model`` or ``Agent``, a LangChain chat model, a callable). Answer without importing a
+    framework the user did not install (check ``sys.modules`` for objects). *firstresult*: the
+    first answer wins; the built-in fallback for
+    :class:`~memory_adapters.extraction.Extractor` instances and plain callables
+    ``fn(messages, facts) -> list`` of operations is ``trylast``.
     """
 
 
@@ -239,6 +255,22 @@ def fact_stored(scope: Scope, fact: Fact) -> None:
 
 
 @hookspec
+def facts_proposed(scope: Scope, operations: list[FactOp], messages: list[Message]) -> None:
+    """An extractor proposed ``operations`` (:class:`~memory_adapters.extraction.FactOp`:
+    add, update or forget) on the facts of ``scope`` after reading ``messages``, the new
+    messages of one of its conversations; they are about to be applied.
+
+    Change the list in place to have a say: remove operations (keep secrets and payment data
+    out of memory), replace them (a redacted value), or add some. What the list holds
+    afterwards is applied, each checked again (a malformed one is dropped and counted), under
+    the duplicate rule (:mod:`memory_adapters.consolidation`). Runs on the ``Memory``'s
+    background worker, never while a run waits; an implementation that raises fails that
+    extraction (nothing is written; an :class:`~memory_adapters.errors.ExtractionWarning`
+    says so).
+    """
+
+
+@hookspec
 def fact_recalled(scope: Scope, key: str, fact: Fact | None) -> None:
     """A fact was read by key; ``fact`` is ``None`` when there was none."""
 
@@ -276,7 +308,8 @@ def working_merged(child: str, parent: str, report: MergeReport) -> None:
 def operation_started(operation: Operation) -> None:
     """An operation is starting: ``operation.name`` is ``"window"`` (a window read for a model
     call), ``"append"`` (a turn written to a conversation log), ``"search"`` (a search of
-    long-term facts) or ``"tool"`` (a memory tool called by a model). For tracing, metrics and
+    long-term facts), ``"tool"`` (a memory tool called by a model) or ``"extract"`` (a
+    background extraction of a conversation's new turns, :mod:`memory_adapters.extraction`). For tracing, metrics and
     logs: ``operation.run`` is the agent run it belongs to, if any; ``operation.state`` carries
     data to :func:`operation_finished`. Operations nest (a search made by a tool). Nothing is
     built for these two hooks when no plugin implements them. A failing implementation is

@@ -12,6 +12,7 @@ from . import environment as env
 from .conversation import UNSET, Conversation, Unset
 from .embedders import Embedder
 from .errors import InvalidInput, NoAdapter, UnknownScheme
+from .extraction import IDLE_SECONDS, TIMEOUT_SECONDS, Extraction, Extractor
 from .facts import Facts
 from .hooks import Hooks
 from .operations import (
@@ -29,7 +30,13 @@ from .steps import Plan, drive_async, drive_sync
 from .store import Store
 from .summaries import CLOSE_TIMEOUT_SECONDS, LEASE_SECONDS, Summaries, Summarizer
 from .tools import MemoryTools
-from .validation import MAX_TURN_BYTES, check_bool, check_model, check_positive_int
+from .validation import (
+    MAX_TURN_BYTES,
+    check_bool,
+    check_model,
+    check_number,
+    check_positive_int,
+)
 from .worker import Worker
 from .working import WorkingMemory
 
@@ -79,6 +86,12 @@ class Memory:
     ``InvalidInput`` naming the variable.
     ``history_limit`` is how many versions of each fact's history the store keeps (0: no
     history; :meth:`Facts.history <memory_adapters.Facts.history>`).
+    ``extractor`` turns on the background extraction of facts from new turns
+    (:mod:`memory_adapters.extraction`; what ``summarizer`` takes, or a callable
+    ``fn(messages, facts) -> list`` of :class:`~memory_adapters.FactOp`; :attr:`extraction`
+    runs it): every ``extract_every`` turns of a conversation (0: off), and when one has had
+    no turn for ``extract_idle`` seconds (``None``: never), each call at most
+    ``extract_timeout`` seconds; ``extract_instructions`` says what is worth remembering.
     The token counts and ``max_turn_bytes`` are ints up to
     :data:`~memory_adapters.validation.MAX_INT` (``InvalidInput`` otherwise).
     """
@@ -103,6 +116,11 @@ class Memory:
         telemetry_content: bool | None = None,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
         summarizer: object = None,
+        extractor: object = None,
+        extract_every: int = 1,
+        extract_instructions: str | None = None,
+        extract_idle: float | None = IDLE_SECONDS,
+        extract_timeout: float = TIMEOUT_SECONDS,
     ) -> None:
         if namespace is None:
             namespace = _from_env(env.NAMESPACE, lambda v: Scope(namespace=v).namespace)
@@ -150,6 +168,11 @@ class Memory:
         and embedding, extraction; a run never waits for it."""
         self.summaries: Summaries | None = self._make_summaries(summarizer)
         """The background summaries (``None`` without a ``summarizer``)."""
+        self.extraction: Extraction | None = self._make_extraction(
+            extractor, extract_every, extract_instructions, extract_idle, extract_timeout
+        )
+        """The background extraction of facts (``None`` without an ``extractor``, or with
+        ``extract_every=0``)."""
         self.embedder: Embedder | None = self._make_embedder(embed)
         """The embedder of semantic recall, or ``None`` (keyword search only)."""
         self._scope: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
@@ -191,6 +214,43 @@ class Memory:
                 f"make_summarizer returned {type(summarizer).__name__}, not a Summarizer"
             )
         return Summaries(self, summarizer, LEASE_SECONDS)
+
+    def _make_extraction(
+        self,
+        spec: object,
+        every: int,
+        instructions: str | None,
+        idle: float | None,
+        timeout: float,
+    ) -> Extraction | None:
+        every = check_positive_int(every, "extract_every", allow_zero=True)
+        if instructions is not None and not isinstance(instructions, str):
+            raise InvalidInput("extract_instructions must be a str or None")
+        idle = None if idle is None else check_number(idle, "extract_idle")
+        timeout = check_number(timeout, "extract_timeout")
+        if (idle is not None and idle < 0) or timeout <= 0:
+            raise InvalidInput("extract_idle must be >= 0 (or None) and extract_timeout > 0")
+        if spec is None or every == 0:
+            return None
+        self.pm.ensure_loaded()
+        extractor = self.hooks.make_extractor(spec)
+        if extractor is None:
+            raise InvalidInput(
+                f"no installed plugin makes an extractor of {spec!r}: give a pydantic-ai model "
+                'name such as "openai:gpt-4o-mini", a pydantic-ai Model or Agent, a LangChain '
+                "chat model, a memory_adapters.Extractor or a callable "
+                "fn(messages, facts) -> list of FactOp"
+            )
+        if not isinstance(extractor, Extractor):
+            raise TypeError(f"make_extractor returned {type(extractor).__name__}, not an Extractor")
+        return Extraction(
+            self,
+            extractor,
+            every=every,
+            instructions=instructions,
+            idle=idle,
+            timeout=timeout,
+        )
 
     def _make_embedder(self, spec: object) -> Embedder | None:
         if spec is False:
@@ -410,6 +470,8 @@ class Memory:
         abandoned = self.worker.close(timeout)
         if self.summaries is not None:
             self.summaries.abandon(abandoned, timeout)
+        if self.extraction is not None:
+            self.extraction.abandon(abandoned, timeout)
 
     async def aclose(self, timeout: float | None = CLOSE_TIMEOUT_SECONDS) -> None:
         """Async :meth:`close`."""

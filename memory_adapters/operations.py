@@ -25,7 +25,7 @@ from .validation import check_id, check_positive_int, dumps
 DEFAULT_HISTORY_LIMIT = 50
 """How many versions of each fact a store keeps by default (``Memory(history_limit=...)``)."""
 
-WriterKind = Literal["application", "model"]
+WriterKind = Literal["application", "model", "extractor"]
 ChangeOp = Literal["put", "forget"]
 
 
@@ -35,12 +35,15 @@ def _part(value: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Writer:
-    """Who made a change to a fact: the application (``kind="application"``), or a model
+    """Who made a change to a fact: the application (``kind="application"``), a model
     through a memory tool during a run (``kind="model"``, with that run's ``run_id``,
-    ``framework``, ``agent`` and ``model``).
+    ``framework``, ``agent`` and ``model``), or an extractor reading a conversation in the
+    background (``kind="extractor"``, with its ``model`` and the ``conversation`` range
+    ``start_seq``..``end_seq`` it read: :mod:`memory_adapters.extraction`).
 
     The core decides it, never a tool's arguments: a memory tool executed while a run of the
-    same ``Memory`` is active writes as ``model``; every other write is ``application``.
+    same ``Memory`` is active writes as ``model``; the extractor's operations as
+    ``extractor``; every other write is ``application``.
     """
 
     kind: WriterKind = "application"
@@ -51,6 +54,12 @@ class Writer:
     call_id: str | None = None
     """The tool call that made the change, when it may be replayed (inside a durable run:
     :mod:`.durable`): a replayed call finds its change and does not make it again."""
+    conversation: str | None = None
+    """The conversation an extractor read (its store key)."""
+    start_seq: int | None = None
+    """The first message an extractor read (its seq)."""
+    end_seq: int | None = None
+    """The last message an extractor read (its seq)."""
 
     def to_json(self) -> str:
         """This writer as compact JSON text (how stores keep it)."""
@@ -69,6 +78,9 @@ class Writer:
             d.get("agent"),
             d.get("model"),
             d.get("call_id"),
+            d.get("conversation"),
+            d.get("start_seq"),
+            d.get("end_seq"),
         )
 
 

@@ -44,6 +44,7 @@ CORE_PLUGINS: tuple[str, ...] = (
     "memory_adapters.window",
     "memory_adapters.embedders",
     "memory_adapters.summaries",
+    "memory_adapters.extraction",
 )
 """Modules of the core registered into every plugin manager (their hooks are ``trylast``)."""
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .conversation import Conversation
+from .extraction import NO_EXTRACT
 from .errors import InvalidInput, NoScope, RunCompleted
 from .facts import Facts
 from .messages import AppendResult, Message, Record
@@ -246,6 +247,7 @@ class RunLifecycle:
         "_saved",
         "_started",
         "_steps",
+        "extract",
         "memory",
         "merge",
         "parent",
@@ -267,6 +269,7 @@ class RunLifecycle:
         parent: RunLifecycle | None = None,
         merge: MergePolicy | None = "child",
         window_options: dict[str, Any] | None = None,
+        extract: bool = True,
     ) -> None:
         if merge is not None and merge not in POLICIES:
             raise InvalidInput(f"merge must be one of {POLICIES} or None, not {merge!r}")
@@ -277,6 +280,9 @@ class RunLifecycle:
         self.parent = parent
         self.merge = merge
         self.window_options = dict(window_options or {})
+        self.extract = extract
+        """Whether the ``Memory``'s extractor may read this run's messages (a run that opts
+        out stores them marked so: :data:`~memory_adapters.extraction.NO_EXTRACT`)."""
         self.run: Run = Run(
             where.conversation,
             framework,
@@ -427,6 +433,8 @@ class RunLifecycle:
 
     def _append(self, msgs: list[Message], key: str) -> Plan[AppendResult]:
         conversation = Conversation(self.memory, self.conversation)
+        if not self.extract and self.memory.extraction is not None:
+            msgs = [replace(m, meta={**m.meta, NO_EXTRACT: True}) for m in msgs]
         result: AppendResult = yield from conversation._append(
             msgs, self.run.run_id, None, outcome_key(key, msgs), None, coerce=True, run=self.run
         )
@@ -478,6 +486,9 @@ class RunLifecycle:
         if self._due is not None and self.memory.summaries is not None:
             # evicted turns to summarize: in the background, shown from the next turn on
             self.memory.summaries.submit(self._due)
+        if self.memory.extraction is not None and self.extract and self._saved:
+            # facts from the new turn, in the background (memory_adapters.extraction)
+            self.memory.extraction.turn(self.scope, self.conversation)
         hooks = self.memory.hooks
         if error is None:
             step = hooks.run_finished(self.run, list(self._saved))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from .consolidation import consolidated_put
 from .errors import InvalidInput, ToolArgumentError
 from .operations import APPLICATION, Writer
 from .scope import Scope
@@ -83,7 +84,8 @@ MEMORY_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "save_memory",
         "Remember a fact about the user or the task for future conversations. Saving under an "
-        "existing key replaces that fact.",
+        "existing key replaces that fact; a fact meaning the same as one saved under another "
+        "key updates that one (the result names the key saved).",
         _schema(
             {
                 "key": _KEY,
@@ -292,9 +294,10 @@ class MemoryTools:
                 if done is not None:
                     return done
             if name == "save_memory":
-                importance = float(args.get("importance", 0.5))
-                fact = yield from facts._put(
-                    args["key"], args["value"], importance, None, None, None, writer
+                # merged into a fact that means the same, if any (memory_adapters.consolidation)
+                importance = args.get("importance")
+                fact = yield from consolidated_put(
+                    facts, args["key"], args["value"], importance, writer
                 )
                 return json.dumps({"saved": fact.key, "version": fact.version})
             if name == "recall_memory":

@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-OperationName = Literal["window", "append", "search", "tool"]
+OperationName = Literal["window", "append", "search", "tool", "extract"]
 """The operations reported: a window read for a model call, a turn appended to a log, a search
-of long-term facts, a memory tool called by a model."""
+of long-term facts, a memory tool called by a model, a background extraction of facts from a
+conversation's new turns."""
 
 
 @dataclass(slots=True)

@@ -145,6 +145,11 @@ class MiniLMEmbedder(Embedder):
     keeps recall@5 of questions about saved facts (0.86) and answers most questions about
     anything else (62% of general-knowledge questions) with no facts; paraphrases such as
     "Which beverage should I make?" for "favourite tea: oolong" (0.40) stay above it."""
+    duplicate_similarity = 0.8
+    """Paraphrases of one fact score 0.8 to 0.96 ("has a dog named Rex" / "owns a dog called
+    Rex" 0.82); related but different facts below 0.7 ("likes oolong tea" / "likes green tea"
+    0.69, "lives in Paris" / "lives in Berlin" 0.58): see
+    :data:`~memory_adapters.consolidation.DUPLICATE_SIMILARITY`."""
 
     def embed(self, texts: list[str], input_type: InputType = "document") -> list[list[float]]:
         if not texts:

@@ -116,9 +116,12 @@ def consolidated_put(
     vector = None
     if target is None:
         target, vector = yield from find_duplicate(facts, key, value)
-    if target is not None and normalized(target.value) == normalized(value):
-        if importance is None or importance <= target.importance:
-            return target  # nothing new
+    if (
+        target is not None
+        and normalized(target.value) == normalized(value)
+        and (importance is None or importance <= target.importance)
+    ):
+        return target  # nothing new
     if target is not None:
         key, vector = target.key, (vector if target.key == key else None)
     if importance is None:

@@ -28,6 +28,7 @@ SECTIONS = (
             "count_tokens",
             "make_embedder",
             "make_summarizer",
+            "make_extractor",
             "embed",
         ),
     ),
@@ -38,6 +39,7 @@ SECTIONS = (
         "Facts and working memory",
         (
             "fact_stored",
+            "facts_proposed",
             "fact_recalled",
             "facts_searched",
             "fact_forgotten",

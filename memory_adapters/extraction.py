@@ -48,6 +48,7 @@ A malformed operation in an otherwise good answer is dropped and counted
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import logging
@@ -97,7 +98,9 @@ SOURCE_LIMIT = 200
 """The most messages one extractor call reads; a longer backlog takes several calls."""
 
 RELATED_FACTS = 10
-"""How many of the user's facts related to the new messages the extractor is shown."""
+"""How many of the user's facts the extractor is shown: those most related to the new messages
+(:meth:`Facts.search <memory_adapters.Facts.search>`), then, when fewer are found, others of
+the scope (so that a user with few facts has them all shown)."""
 
 STATE_SCOPE_SUFFIX = "//extraction"
 """A conversation's extraction state lives in the working-memory namespace under the scope
@@ -108,6 +111,25 @@ STATE_KEY = "state"
 NO_EXTRACT = "no_extract"
 """The ``meta`` key (``True``) of the messages of a run that opted out of extraction: no
 extractor is shown them."""
+
+RUN_OPTION = "memory_extract"
+"""The per-run opt-out: a run whose pydantic-ai ``metadata``, or whose LangChain config's
+``configurable`` or ``metadata``, holds ``{"memory_extract": False}`` is never extracted
+(nor, with ``True``, is a run of an adapter built with ``extract=False`` kept from it)."""
+
+
+def run_extracts(default: bool, *sources: object) -> bool:
+    """Whether a run's messages may be extracted: what the first of ``sources`` (a run's
+    metadata, a config's ``configurable``...: dicts, or anything else, skipped) holding
+    :data:`RUN_OPTION` says, else ``default`` (the adapter's ``extract`` option)."""
+    for source in sources:
+        if isinstance(source, Mapping) and RUN_OPTION in source:
+            value = source[RUN_OPTION]
+            if not isinstance(value, bool):
+                raise InvalidInput(f"{RUN_OPTION} must be True or False, not {describe(value)}")
+            return value
+    return default
+
 
 INSTRUCTIONS = (
     "You maintain the long-term memory an AI assistant keeps about its user across "
@@ -284,15 +306,11 @@ async def in_daemon_thread(fn: Callable[..., T], *args: Any) -> T:
             result = fn(*args)
         except BaseException as exc:  # handed to the awaiting task
             error = exc
-            try:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(settle, lambda: future.set_exception(error))
-            except RuntimeError:  # the loop is closed: nobody waits any more
-                pass
         else:
-            try:
+            with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, lambda: future.set_result(result))
-            except RuntimeError:
-                pass
 
     threading.Thread(target=work, name="memory-adapters-extractor", daemon=True).start()
     return await future
@@ -413,8 +431,6 @@ def extraction_job(
     operations, move the watermark on; again while a backlog is left. Each call's result is
     appended to ``results``. Nothing when another process holds the claim, or fewer than
     ``every`` turns are new (unless ``due.force``)."""
-    from .facts import Facts
-
     key = due.key
     namespace = due.conversation.namespace + "#working"
     where = (namespace, state_scope(key), STATE_KEY)
@@ -427,9 +443,12 @@ def extraction_job(
         mark = value.get("mark")
         claim = value.get("claim")
         now = time.time()
-        if isinstance(claim, dict) and claim.get("owner") != owner:
-            if float(claim.get("until") or 0) > now:
-                return None  # another process is extracting this conversation
+        if (
+            isinstance(claim, dict)
+            and claim.get("owner") != owner
+            and float(claim.get("until") or 0) > now
+        ):
+            return None  # another process is extracting this conversation
         start = max(through, 1)
         records: list[Record] = yield StoreCall(
             "read", (key,), {"start_seq": start, "limit": SOURCE_LIMIT + 1}
@@ -475,14 +494,12 @@ def extraction_job(
         except Exception:
             # give the range back (a failure; or close gave up): another process, or this one
             # after its back-off, extracts it again
-            try:
+            with contextlib.suppress(Exception):  # else its lease lapses all the same
                 yield StoreCall(
                     "put_fact",
                     (*where, _state_value(held.through, mark, None)),
                     {"text": "", "expected_version": held.version},
                 )
-            except Exception:  # noqa: S110 - its lease lapses all the same
-                pass
             raise
         try:
             yield StoreCall(
@@ -512,6 +529,12 @@ def _extract_range(
     related: list[Fact] = []
     if query.strip():
         related = yield from facts._search(query, RELATED_FACTS)
+    if len(related) < RELATED_FACTS:
+        # what shares no word with the messages (without an embedder, "I moved to Berlin"
+        # finds no "home_city: lives in Paris"): the scope's other facts, up to the limit
+        listed = yield from facts._list(RELATED_FACTS)
+        shown = {f.key for f in related}
+        related += [f for f in listed if f.key not in shown][: RELATED_FACTS - len(related)]
     answer = call(messages, related)
     ops, dropped = parse_ops(answer)
     step = memory.hooks.facts_proposed(due.scope, ops, messages)
@@ -652,15 +675,21 @@ class Extraction:
         return future
 
     def flush(self) -> int:
-        """Extract now, in the background, the turns this ``Memory`` stored that are not
-        extracted yet (fewer than ``extract_every`` of a conversation); how many
+        """Extract now, in the background, what is not extracted yet of the conversations
+        this ``Memory`` stored turns of (fewer than ``extract_every``), and of the session's
+        conversation, if one is in scope (turns other processes stored); how many
         conversations that is."""
         with self._lock:
-            todo = [p for p in self._pending.values() if p.turns > 0]
-            for p in todo:
+            todo = [p.due for p in self._pending.values() if p.turns > 0]
+            for p in self._pending.values():
                 p.turns = 0
-        for p in todo:
-            self.submit(p.due.scope, p.due.conversation, force=True)
+        scope = self.memory.scope
+        if scope.conversation_id is not None:
+            key = scope.conversation_key
+            if all(due.key != key for due in todo):
+                todo.append(ExtractionDue(scope, scope))
+        for due in todo:
+            self.submit(due.scope, due.conversation, force=True)
         return len(todo)
 
     def _start_idle(self) -> None:
@@ -697,11 +726,14 @@ class Extraction:
         return self.memory.worker.run_async(asyncio.wait_for(work, self.timeout))
 
     def _run(self, due: ExtractionDue) -> list[ExtractionResult]:
+        results: list[ExtractionResult] = []
         with self._lock:
             self._queued.pop(due.key, None)
-        results: list[ExtractionResult] = []
-        try:
-            plan = extraction_job(
+            if self._retry_at and time.monotonic() < self._retry_at:
+                return results  # queued before a failure: backing off all the same
+
+        def job() -> Plan[list[ExtractionResult]]:
+            yield from extraction_job(
                 self.memory,
                 self._call,
                 self.extractor.name,
@@ -711,6 +743,10 @@ class Extraction:
                 self.lease_seconds,
                 results,
             )
+            return results
+
+        try:
+            plan = job()
             memory = self.memory
             if memory.hooks.observes_operations:
                 attributes: dict[str, Any] = {"extractor": self.extractor.name}

@@ -309,11 +309,12 @@ def operation_started(operation: Operation) -> None:
     """An operation is starting: ``operation.name`` is ``"window"`` (a window read for a model
     call), ``"append"`` (a turn written to a conversation log), ``"search"`` (a search of
     long-term facts), ``"tool"`` (a memory tool called by a model) or ``"extract"`` (a
-    background extraction of a conversation's new turns, :mod:`memory_adapters.extraction`). For tracing, metrics and
-    logs: ``operation.run`` is the agent run it belongs to, if any; ``operation.state`` carries
-    data to :func:`operation_finished`. Operations nest (a search made by a tool). Nothing is
-    built for these two hooks when no plugin implements them. A failing implementation is
-    reported with a :class:`~memory_adapters.errors.HookErrorWarning`, never raised.
+    background extraction of a conversation's new turns, :mod:`memory_adapters.extraction`).
+    For tracing, metrics and logs: ``operation.run`` is the agent run it belongs to, if any;
+    ``operation.state`` carries data to :func:`operation_finished`. Operations nest (a search
+    made by a tool). Nothing is built for these two hooks when no plugin implements them. A
+    failing implementation is reported with a
+    :class:`~memory_adapters.errors.HookErrorWarning`, never raised.
     """
 
 

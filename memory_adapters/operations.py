@@ -26,6 +26,7 @@ DEFAULT_HISTORY_LIMIT = 50
 """How many versions of each fact a store keeps by default (``Memory(history_limit=...)``)."""
 
 WriterKind = Literal["application", "model", "extractor"]
+WRITER_KINDS: tuple[str, ...] = ("application", "model", "extractor")
 ChangeOp = Literal["put", "forget"]
 
 

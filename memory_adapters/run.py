@@ -48,8 +48,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .conversation import Conversation
-from .extraction import NO_EXTRACT
 from .errors import InvalidInput, NoScope, RunCompleted
+from .extraction import NO_EXTRACT
 from .facts import Facts
 from .messages import AppendResult, Message, Record
 from .scope import Scope

@@ -34,7 +34,7 @@ from urllib.parse import quote
 from .errors import AppendConflict, ConflictError, InvalidInput, InvalidValue, ValueTooLarge
 from .facts import Fact
 from .messages import Entry, Message, Record
-from .operations import FactChange, Writer
+from .operations import WRITER_KINDS, FactChange, Writer
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .store import Store
 from .validation import check_id, check_importance, check_int, describe, dumps
@@ -456,6 +456,10 @@ def _optional_id(value: object, what: str) -> str | None:
     return None if value is None else check_id(value, what)
 
 
+def _optional_seq(value: object, what: str) -> int | None:
+    return None if value is None else check_int(value, what, minimum=1)
+
+
 def _change_of(c: object, key: str) -> FactChange:
     if not isinstance(c, dict):
         raise InvalidValue(f"a history entry must be an object, not {describe(c)}")
@@ -468,14 +472,17 @@ def _change_of(c: object, key: str) -> FactChange:
     if op == "put":
         dumps(value, "a history entry's value")
     w = c["writer"]
-    if not isinstance(w, dict) or w.get("kind") not in ("application", "model"):
-        raise InvalidValue("a history entry's writer must have kind 'application' or 'model'")
+    if not isinstance(w, dict) or w.get("kind") not in WRITER_KINDS:
+        raise InvalidValue(f"a history entry's writer must have a kind among {WRITER_KINDS}")
     writer = Writer(
         w["kind"],
         _optional_id(w.get("run_id"), "writer run_id"),
         _optional_id(w.get("framework"), "writer framework"),
         _optional_id(w.get("agent"), "writer agent"),
         _optional_id(w.get("model"), "writer model"),
+        conversation=_optional_id(w.get("conversation"), "writer conversation"),
+        start_seq=_optional_seq(w.get("start_seq"), "writer start_seq"),
+        end_seq=_optional_seq(w.get("end_seq"), "writer end_seq"),
     )
     version = check_int(c["version"], "a history entry's version", minimum=1)
     return FactChange(key, version, None if op == "forget" else value, op, _time(c["at"], "at"),

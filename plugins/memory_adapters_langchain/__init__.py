@@ -116,6 +116,17 @@ def make_embedder(spec: object) -> Any:
 
 
 @hookimpl
+def make_extractor(spec: object) -> Any:
+    """A LangChain chat model for ``Memory(extractor=...)``; ``None`` for anything else."""
+    module = sys.modules.get("langchain_core.language_models.chat_models")
+    if module is None or not isinstance(spec, module.BaseChatModel):
+        return None
+    from .extractor import LangChainExtractor
+
+    return LangChainExtractor(spec)
+
+
+@hookimpl
 def make_summarizer(spec: object) -> Any:
     """A LangChain chat model for ``Memory(summarizer=...)``; ``None`` for anything else."""
     module = sys.modules.get("langchain_core.language_models.chat_models")

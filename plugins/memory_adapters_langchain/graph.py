@@ -43,6 +43,7 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command, GraphOutput
 
 from memory_adapters import InvalidInput, Memory
+from memory_adapters.extraction import run_extracts
 from memory_adapters.run import (
     RunLifecycle,
     RunScope,
@@ -51,6 +52,7 @@ from memory_adapters.run import (
     own_run_id,
     run_options,
 )
+from memory_adapters.validation import check_bool
 from memory_adapters.working import MergePolicy
 
 from .mapping import FRAMEWORK, from_messages, synthesized, to_messages
@@ -100,8 +102,8 @@ class MemoryGraph(Runnable[Any, Any]):
     ``user_id``, ``conversation_id``, ``agent_id`` and ``namespace`` are identifiers (a str, an
     int or a UUID) or resolvers called with the run's ``RunnableConfig`` (sync, or async for
     async calls). ``history``,
-    ``history_tokens``, ``max_messages``, ``name``, ``sub_conversation`` and ``merge`` are as
-    for :class:`~.middleware.MemoryMiddleware`.
+    ``history_tokens``, ``max_messages``, ``name``, ``sub_conversation``, ``merge`` and
+    ``extract`` are as for :class:`~.middleware.MemoryMiddleware`.
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class MemoryGraph(Runnable[Any, Any]):
         name: str | None = None,
         sub_conversation: SubConversation = "child",
         merge: MergePolicy | None = "child",
+        extract: bool = True,
     ) -> None:
         if not isinstance(memory, Memory):
             raise TypeError(f"MemoryGraph needs a memory_adapters.Memory, not {memory!r}")
@@ -142,6 +145,7 @@ class MemoryGraph(Runnable[Any, Any]):
         self.agent_name = name
         self.sub_conversation = sub_conversation
         self.merge = merge
+        self.extract = check_bool(extract, "extract")
         self.native = any(n.startswith("MemoryMiddleware.") for n in graph.nodes)
         """Whether the graph has the memory middleware already (then it is run as it is)."""
 
@@ -162,6 +166,7 @@ class MemoryGraph(Runnable[Any, Any]):
             parent=active_run(self.memory),
             merge=self.merge,
             window_options=self.window_options,
+            extract=run_extracts(self.extract, config.get("configurable"), config.get("metadata")),
         )
         return _Turn(lifecycle, threaded)
 

@@ -79,6 +79,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from memory_adapters import Memory, durable
+from memory_adapters.extraction import run_extracts
 from memory_adapters.run import (
     RunLifecycle,
     RunScope,
@@ -88,6 +89,7 @@ from memory_adapters.run import (
     run_options,
 )
 from memory_adapters.steps import Plan, drive_async, drive_sync
+from memory_adapters.validation import check_bool
 from memory_adapters.window import SUMMARY_PREFIX
 from memory_adapters.working import MergePolicy
 
@@ -179,7 +181,9 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     memory tools and their guidance; ``preload_facts`` puts up to that many of the user's facts
     most relevant to the prompt in the system message (0: off); ``working`` renders the working
     memory there; ``merge`` is the policy a sub-agent's fork is merged into its parent by when
-    the sub-agent's run succeeds (``None``: never).
+    the sub-agent's run succeeds (``None``: never); ``extract`` lets the ``Memory``'s
+    extractor read the runs' messages (:mod:`memory_adapters.extraction`; one run opts out
+    with ``{"configurable": {"memory_extract": False}}`` in its config).
     """
 
     state_schema = MemoryState
@@ -201,6 +205,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         name: str | None = None,
         sub_conversation: SubConversation = "child",
         merge: MergePolicy | None = "child",
+        extract: bool = True,
     ) -> None:
         if not isinstance(memory, Memory):
             raise TypeError(f"MemoryMiddleware needs a memory_adapters.Memory, not {memory!r}")
@@ -225,6 +230,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         self.agent_name = name
         self.sub_conversation = sub_conversation
         self.merge = merge
+        self.extract = check_bool(extract, "extract")
         self.tools: Sequence[BaseTool] = memory_tools(memory) if tools else []
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._lock = threading.Lock()
@@ -271,6 +277,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
     # -- private per-run state --------------------------------------------------------------
 
     def _lifecycle(self, where: RunScope, run_id: str) -> RunLifecycle:
+        config = _config()
         return RunLifecycle(
             self.memory,
             where,
@@ -280,6 +287,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
             parent=active_run(self.memory),
             merge=self.merge,
             window_options=self._window_options,
+            extract=run_extracts(self.extract, config.get("configurable"), config.get("metadata")),
         )
 
     def _keep(self, key: str, run: _Run) -> None:

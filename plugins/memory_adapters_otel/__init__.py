@@ -4,7 +4,9 @@ With ``opentelemetry-api`` importable, this built-in plugin emits a span for eve
 (``memory_adapters.run``, from ``run_started`` to ``run_finished`` / ``run_failed``) and, under
 it, one for each window read (``memory_adapters.window``), append
 (``memory_adapters.append``), fact search (``memory_adapters.search``) and memory tool call
-(``memory_adapters.tool``), through the ``operation_started`` / ``operation_finished`` hooks.
+(``memory_adapters.tool``), and one for each background extraction of a conversation
+(``memory_adapters.extract``, on the ``Memory``'s worker, with the searches and tool-like writes
+it makes under it), through the ``operation_started`` / ``operation_finished`` hooks.
 Spans carry what an operator filters on (store, namespace, conversation key, run id,
 framework, agent, model, message and token counts, search mode and result count, tool name;
 an error sets the span's status) and never message content or fact values, unless the

@@ -27,7 +27,7 @@ RUN_SPAN = "memory_adapters.otel.span"
 RUN_TOKENS = "memory_adapters.otel.tokens"
 OP_SPAN = "memory_adapters.otel.span"
 OP_TOKEN = "memory_adapters.otel.context"
-_CONTAINERS = frozenset(("tool",))
+_CONTAINERS = frozenset(("tool", "extract"))
 """Operations that others run inside (a memory tool's search): their span becomes the current
 one while they last. The rest (windows, appends, searches) hold none, and the core runs some of
 them side by side (a run's window with its working memory, a LangChain run's steps), so they
@@ -143,6 +143,8 @@ class OpenTelemetry:
             attributes[PREFIX + "search.limit"] = int(operation.attributes.get("limit", 0))
             if operation.capture_content:
                 attributes[PREFIX + "search.query"] = _clip(str(operation.content.get("query")))
+        elif operation.name == "extract":
+            attributes[PREFIX + "extractor"] = str(operation.attributes.get("extractor", ""))
         if run_span is not None and operation.name in ("window", "append"):
             run_span.set_attribute(PREFIX + "store", operation.store)
         span = tracer.start_span(
@@ -195,6 +197,14 @@ class OpenTelemetry:
                     span.set_attribute(PREFIX + "search.facts", _facts_json(result))
         elif operation.name == "tool" and isinstance(result, str) and content:
             span.set_attribute(PREFIX + "tool.result", _clip(result))
+        elif operation.name == "extract" and isinstance(result, list):
+            # ExtractionResult, one per extractor call (memory_adapters.extraction)
+            span.set_attribute(PREFIX + "extract.calls", len(result))
+            span.set_attribute(PREFIX + "extract.applied", sum(r.applied for r in result))
+            span.set_attribute(PREFIX + "extract.dropped", sum(r.dropped for r in result))
+            if result:
+                span.set_attribute(PREFIX + "extract.first_seq", result[0].start_seq)
+                span.set_attribute(PREFIX + "extract.last_seq", result[-1].end_seq)
         _end(span, error)
 
 

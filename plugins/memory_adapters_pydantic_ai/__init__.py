@@ -104,6 +104,21 @@ def make_embedder(spec: object) -> Any:
 
 
 @hookimpl
+def make_extractor(spec: object) -> Any:
+    """pydantic-ai agents, models and model names (``provider:model``) for
+    ``Memory(extractor=...)``; ``None`` for anything else, or where pydantic-ai is not
+    installed."""
+    if isinstance(spec, str):
+        if ":" not in spec or _missing("pydantic_ai"):
+            return None
+    elif "pydantic_ai" not in sys.modules:  # an object of pydantic-ai's is loaded
+        return None
+    from .extractor import make
+
+    return make(spec)
+
+
+@hookimpl
 def make_summarizer(spec: object) -> Any:
     """pydantic-ai agents, models and model names (``provider:model``) for
     ``Memory(summarizer=...)``; ``None`` for anything else, or where pydantic-ai is not

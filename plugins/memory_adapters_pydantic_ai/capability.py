@@ -58,6 +58,7 @@ from pydantic_ai.tools import AgentDepsT, DeferredToolRequests, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset
 
 from memory_adapters import Memory, Message, durable
+from memory_adapters.extraction import run_extracts
 from memory_adapters.run import (
     RunLifecycle,
     RunScope,
@@ -67,6 +68,7 @@ from memory_adapters.run import (
     run_scope,
 )
 from memory_adapters.scope import framework_id
+from memory_adapters.validation import check_bool
 from memory_adapters.window import AWAITING
 from memory_adapters.working import MergePolicy
 
@@ -120,7 +122,9 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     the long-term memory tools and their instructions; ``preload_facts`` puts up to that many of
     the user's facts most relevant to the prompt in the instructions (0: off); ``working``
     renders the working memory in the instructions; ``merge`` is the policy a sub-agent's fork is
-    merged into its parent by when the sub-agent's run succeeds (``None``: never).
+    merged into its parent by when the sub-agent's run succeeds (``None``: never); ``extract``
+    lets the ``Memory``'s extractor read the runs' messages (:mod:`memory_adapters.extraction`;
+    one run opts out with ``metadata={"memory_extract": False}``).
     """
 
     memory: Memory
@@ -137,6 +141,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     name: str | None
     sub_conversation: SubConversation
     merge: MergePolicy | None
+    extract: bool
 
     _lifecycle: RunLifecycle | None = field(default=None, repr=False, compare=False)
     _live: list[ModelMessage] | None = field(default=None, repr=False, compare=False)
@@ -168,6 +173,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         name: str | None = None,
         sub_conversation: SubConversation = "child",
         merge: MergePolicy | None = "child",
+        extract: bool = True,
         id: str | None = CAPABILITY_ID,
         description: str | None = None,
     ) -> None:
@@ -194,6 +200,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
         self.name = name
         self.sub_conversation = sub_conversation
         self.merge = merge
+        self.extract = check_bool(extract, "extract")
         self.id = id
         self.description = description
         self.defer_loading = False
@@ -318,6 +325,7 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
             parent=active_run(self.memory),
             merge=self.merge,
             window_options=self._window_options,
+            extract=run_extracts(self.extract, getattr(ctx, "metadata", None)),
         )
         return run
 

@@ -437,7 +437,7 @@ def test_a_statement_repeated_in_ten_turns_leaves_one_fact(
     with the embedder's duplicate threshold (concepts: every wording is about a drink)."""
     calls: list[str] = []
     embedder = ConceptEmbedder()
-    embedder.duplicate_similarity = 0.9  # type: ignore[attr-defined]
+    embedder.duplicate_similarity = 0.9
     with memory_on(
         kind, request, tmp_path, embed=embedder, extractor=scripted_model(calls)
     ) as memory:
@@ -925,7 +925,7 @@ def test_save_memory_merges_duplicates() -> None:
         fact = memory.facts.get("tea")
         assert fact is not None and fact.value == "green" and fact.importance == 0.9
     concepts = ConceptEmbedder()
-    concepts.duplicate_similarity = 0.9  # type: ignore[attr-defined]
+    concepts.duplicate_similarity = 0.9
     memory = Memory("memory://", embed=concepts)
     with memory.session(user_id="ann"):
         memory.tools.call("save_memory", {"key": "tea", "value": "I drink oolong"})
@@ -963,7 +963,7 @@ def test_extraction_runs_are_traced() -> None:
     attributes = dict(spans[0].attributes or {})
     assert attributes["memory_adapters.extract.applied"] == 1
     assert attributes["memory_adapters.extract.first_seq"] == 1
-    assert attributes["memory_adapters.extractor"].endswith("Recorder")
+    assert str(attributes["memory_adapters.extractor"]).endswith("Recorder")
     searches = [s for s in exporter.get_finished_spans() if s.name == "memory_adapters.search"]
     assert any(
         s.parent is not None and s.parent.span_id == spans[0].context.span_id for s in searches

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import environment as env
 from .conversation import UNSET, Conversation, Unset
+from .conversation_search import ConversationIndex
 from .embedders import Embedder
 from .errors import InvalidInput, NoAdapter, UnknownScheme
 from .facts import Facts
@@ -79,6 +80,10 @@ class Memory:
     ``InvalidInput`` naming the variable.
     ``history_limit`` is how many versions of each fact's history the store keeps (0: no
     history; :meth:`Facts.history <memory_adapters.Facts.history>`).
+    ``index_conversations`` indexes each stored turn for conversation search on the worker
+    right away (``False``: the first search that needs it does;
+    :mod:`memory_adapters.conversation_search`); ``index_tool_messages`` indexes tool calls
+    and results too (off: user and assistant text only).
     The token counts and ``max_turn_bytes`` are ints up to
     :data:`~memory_adapters.validation.MAX_INT` (``InvalidInput`` otherwise).
     """
@@ -103,6 +108,8 @@ class Memory:
         telemetry_content: bool | None = None,
         history_limit: int = DEFAULT_HISTORY_LIMIT,
         summarizer: object = None,
+        index_conversations: bool = True,
+        index_tool_messages: bool = False,
     ) -> None:
         if namespace is None:
             namespace = _from_env(env.NAMESPACE, lambda v: Scope(namespace=v).namespace)
@@ -148,6 +155,10 @@ class Memory:
         self.worker = Worker()
         """The background worker (:mod:`memory_adapters.worker`): summaries, message indexing
         and embedding, extraction; a run never waits for it."""
+        self.conversation_index = ConversationIndex(
+            self, background=index_conversations, tools=index_tool_messages
+        )
+        """The index of what was said (:mod:`memory_adapters.conversation_search`)."""
         self.summaries: Summaries | None = self._make_summaries(summarizer)
         """The background summaries (``None`` without a ``summarizer``)."""
         self.embedder: Embedder | None = self._make_embedder(embed)

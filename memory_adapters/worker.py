@@ -101,6 +101,11 @@ class Worker:
         with self._lock:
             return any(job.key == key for job in self._jobs)
 
+    def busy_with(self, tags: type) -> bool:
+        """Whether a job whose tag is of type ``tags`` is queued or running."""
+        with self._lock:
+            return any(isinstance(job.tag, tags) for job in self._jobs)
+
     def run_async(self, awaitable: Awaitable[T]) -> T:
         """Inside a job: wait for ``awaitable`` on the worker's own event loop (kept across
         jobs, so async clients may keep their connections)."""
@@ -117,7 +122,10 @@ class Worker:
 
     def wait(self, timeout: float | None = None, *, tags: type | None = None) -> bool:
         """Wait for the jobs under way (with ``tags``, those whose tag is of that type), at
-        most ``timeout`` seconds; whether they all ended."""
+        most ``timeout`` seconds; whether they all ended. From a job (the worker's own thread),
+        ``False`` at once: a job cannot wait for the jobs queued after it."""
+        if threading.current_thread() is self._thread:
+            return False
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:

@@ -251,6 +251,7 @@ class RunLifecycle:
         "parent",
         "result",
         "run",
+        "shown",
         "where",
         "window_options",
     )

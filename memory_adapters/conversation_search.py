@@ -151,6 +151,8 @@ class MessageHit:
     score: float
     """How relevant it is, on the search mode's scale (as :attr:`Fact.score
     <memory_adapters.facts.Fact.score>`)."""
+    run_id: str | None
+    """The run that stored it, if any."""
     context: tuple[Record, ...]
     """Its neighbours: the stored messages just before and after it in its conversation, and
     itself, in seq order (:data:`CONTEXT_NEIGHBOURS` each side)."""
@@ -303,19 +305,19 @@ def index_plan(memory: Memory, conversation: str, *, embed: bool = True) -> Plan
                 )
             if text:
                 before = text
-        vectors: list[list[float]] | EmbedderFailed | None = None
+        vectors: list[list[float]] | None = None
         if embedder is not None and docs:
-            vectors = yield from embed_plan(memory, [d.value for d in docs], "document")
-            if isinstance(vectors, EmbedderFailed):
+            got = yield from embed_plan(memory, [d.value for d in docs], "document")
+            if isinstance(got, EmbedderFailed):
                 warnings.warn(
-                    f"{vectors}; messages of {conversation} are indexed by their words, and "
+                    f"{got}; messages of {conversation} are indexed by their words, and "
                     "embedded when a search needs them",
                     EmbeddingWarning,
                     stacklevel=2,
                 )
                 embedder = None
-                vectors = None
             else:
+                vectors = got
                 index.embedded += len(docs)
         if docs:
             calls = []
@@ -468,6 +470,7 @@ def hits_plan(conversation: str, docs: Sequence[Fact]) -> Plan[list[MessageHit]]
                 own.message,
                 own.created_at,
                 doc.score or 0.0,
+                own.run_id,
                 tuple(records),
             )
         )

@@ -52,6 +52,7 @@ from .validation import check_bool, check_positive_int, check_time, dumps
 if TYPE_CHECKING:
     from .memory import Memory
     from .scope import Scope
+    from .store import Store
 
 log = logging.getLogger("memory_adapters")
 
@@ -493,6 +494,16 @@ def delete_plan(namespace: str, conversation: str, last: int) -> Plan[int]:
         deleted += sum(1 for d in done if d)
     yield StoreCall("delete_fact", (ns, state_scope(scope), conversation))
     return deleted
+
+
+def count_indexed(store: Store, namespace: str) -> int:
+    """How many messages of ``namespace`` the conversation index holds (for ``stats``)."""
+    ns = index_namespace(namespace)
+    return sum(
+        len(store.list_facts(ns, scope))
+        for scope in store.list_fact_scopes(ns, "")
+        if not scope.endswith(STATE_SUFFIX)
+    )
 
 
 def check_since_until(since: object, until: object) -> tuple[float | None, float | None]:

@@ -22,9 +22,11 @@ turn, search or process does it).
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -55,14 +57,20 @@ class Worker:
 
     def __init__(self, name: str = "memory-adapters-worker") -> None:
         self.name = name
+        self._reset()
+        self._closed = False
+        self.abandoned = False
+        """Whether :meth:`close` gave up waiting: jobs still running store nothing more."""
+        _workers.add(self)
+
+    def _reset(self) -> None:
+        """No thread, no jobs: what a worker is in a new process (the parent's thread did not
+        survive the fork, and neither did its jobs; a later turn or search does their work)."""
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._jobs: list[Job] = []  # queued or running, in order
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the worker's, used there only
-        self._closed = False
-        self.abandoned = False
-        """Whether :meth:`close` gave up waiting: jobs still running store nothing more."""
 
     @property
     def closed(self) -> bool:
@@ -191,3 +199,15 @@ class Worker:
         with self._lock:
             n = len(self._jobs)
         return f"<Worker {self.name} jobs={n}{' closed' if self._closed else ''}>"
+
+
+_workers: weakref.WeakSet[Worker] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for worker in list(_workers):
+        worker._reset()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork)

@@ -215,8 +215,9 @@ class MemoryTools:
         self._min_score_set = False
         self.conversation_search = True
         """Whether the model is offered ``search_conversations`` (:data:`SEARCH_CONVERSATIONS`):
-        its definition costs about 90 tokens of every model call's context; its answers, what
-        they show (at most ``limit`` messages of :data:`HIT_CHARS` and their neighbours)."""
+        its definition costs about 150 tokens of every model call's context (and 20 of
+        instructions); its answers, what they show (at most ``limit`` messages of
+        :data:`HIT_CHARS` and their neighbours)."""
 
     @property
     def instructions(self) -> str:

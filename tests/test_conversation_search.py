@@ -84,7 +84,7 @@ def test_a_langchain_agent_finds_what_was_said_in_another_conversation(shared: M
     from memory_adapters_langchain import MemoryMiddleware
 
     model = ScriptedChatModel([AIMessage(content="ok")] * (len(CHATTER) + 1))
-    talk = create_agent(model, middleware=[MemoryMiddleware(memory)])
+    talk: Any = create_agent(model, middleware=[MemoryMiddleware(memory)])
     for text in [SAID, *CHATTER]:
         talk.invoke(
             {"messages": [("user", text)]},
@@ -93,7 +93,7 @@ def test_a_langchain_agent_finds_what_was_said_in_another_conversation(shared: M
     script = ScriptedChatModel(
         [call_tool("search_conversations", query="roofing contractor"), AIMessage(content="done")]
     )
-    ask = create_agent(script, middleware=[MemoryMiddleware(memory)])
+    ask: Any = create_agent(script, middleware=[MemoryMiddleware(memory)])
 
     def found(user: str) -> list[dict[str, Any]]:
         result = ask.invoke(

@@ -265,6 +265,9 @@ def index_plan(memory: Memory, conversation: str, *, embed: bool = True) -> Plan
     through = _through(state)
     if last <= through:
         return 0
+    worker = memory.worker
+    if not worker.on_thread() and worker.busy(("index", conversation)):
+        return 0  # this process's worker is at it (a search waits for it; a tool does not)
     now = time.time()
     if _holder(state, now) not in (None, index.owner):
         return 0  # another process is at it

@@ -109,6 +109,10 @@ class Worker:
         with self._lock:
             return any(job.key == key for job in self._jobs)
 
+    def on_thread(self) -> bool:
+        """Whether the caller runs on the worker's thread (in a job)."""
+        return threading.current_thread() is self._thread
+
     def busy_with(self, tags: type) -> bool:
         """Whether a job whose tag is of type ``tags`` is queued or running."""
         with self._lock:

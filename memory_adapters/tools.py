@@ -9,6 +9,7 @@ the schema are refused.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from contextvars import ContextVar
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from .conversation_search import IndexDue
 from .errors import InvalidInput, ToolArgumentError
 from .operations import APPLICATION, Writer
 from .scope import Scope
@@ -162,6 +164,10 @@ CONVERSATION_INSTRUCTIONS = (
     " To find what was said in earlier conversations (when no saved fact answers), call "
     "search_conversations."
 )
+
+TOOL_WAIT_SECONDS = 2.0
+"""How long ``search_conversations`` waits for the worker to index what was just stored (the
+latest turns, usually in the model's window already) before it searches what is indexed."""
 
 HIT_CHARS = 1000
 """How much of a found message the conversation search tool shows the model (characters)."""
@@ -437,10 +443,14 @@ class MemoryTools:
         of range or not finite, a key that is not an identifier, a value too large) raise
         :class:`~memory_adapters.errors.ToolArgumentError`, and nothing is stored.
         """
+        if name == SEARCH_CONVERSATIONS.name:
+            self._memory.conversation_index.wait(TOOL_WAIT_SECONDS)
         return drive_sync(self._plan(name, args, scope), self._memory.store, self._memory.hooks)
 
     async def acall(self, name: str, args: dict[str, Any], *, scope: Scope | None = None) -> str:
         """Async :meth:`call`."""
+        if name == SEARCH_CONVERSATIONS.name and self._memory.worker.busy_with(IndexDue):
+            await asyncio.to_thread(self._memory.conversation_index.wait, TOOL_WAIT_SECONDS)
         return await drive_async(
             self._plan(name, args, scope), self._memory.store, self._memory.hooks
         )

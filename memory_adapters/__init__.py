@@ -11,6 +11,7 @@ The public contract::
 """
 
 from .conversation import AwaitingRun, Conversation
+from .conversation_search import MessageHit
 from .errors import (
     AppendConflict,
     ConflictError,
@@ -89,6 +90,7 @@ __all__ = [
     "MergeConflict",
     "MergeReport",
     "Message",
+    "MessageHit",
     "MissingExtra",
     "NoAdapter",
     "NoScope",

@@ -1,8 +1,9 @@
 """The ``memory-adapters`` command: what an operator runs against a store.
 
 ``--version``, ``plugins``, ``migrate``, ``doctor``, ``stats``, ``conversations``, ``show``,
-``export``, ``import``, ``prune`` and ``erase``, on Click with rich (``docs/cli.md``). The store
-is named by ``--url`` or ``$MEMORY_ADAPTERS_URL``, with ``--option KEY=VALUE`` store options.
+``export``, ``import``, ``reindex``, ``prune`` and ``erase``, on Click with rich
+(``docs/cli.md``). The store is named by ``--url`` or ``$MEMORY_ADAPTERS_URL``, with
+``--option KEY=VALUE`` store options.
 
 Exit codes: 0 done; 1 a failed check or operation (a :class:`~.errors.MemoryAdaptersError` is
 printed as one line, ``error: <type>: <message>``, never a traceback); 2 a usage error. Data goes
@@ -513,6 +514,7 @@ def _all_conversations(store: Store, prefix: str) -> Iterator[Any]:
 @click.pass_context
 def stats(ctx: click.Context, namespace: str | None, as_json: bool) -> None:
     """Count conversations, messages, tokens and facts, per namespace."""
+    from .conversation_search import count_indexed
     from .transfer import count_facts
 
     rows: dict[str, dict[str, int]] = {}
@@ -528,6 +530,7 @@ def stats(ctx: click.Context, namespace: str | None, as_json: bool) -> None:
             row = rows.setdefault(ns, dict.fromkeys(_STATS, 0))
             row["facts"] = count_facts(store, ns)
             row["working"] = count_facts(store, ns + "#working")
+            row["indexed"] = count_indexed(store, ns)
     if as_json:
         _echo_json({"namespaces": {ns: rows[ns] for ns in sorted(rows)}})
         return
@@ -537,7 +540,49 @@ def stats(ctx: click.Context, namespace: str | None, as_json: bool) -> None:
     _out().print(table)
 
 
-_STATS = ("conversations", "messages", "tokens", "facts", "working")
+_STATS = ("conversations", "messages", "tokens", "facts", "working", "indexed")
+
+
+@app.command()
+@click.option("--namespace", metavar="N", help="Only this namespace (default: every one).")
+@click.option("--user", metavar="U", help="Only this user's conversations.")
+@click.option(
+    "--embed/--no-embed",
+    default=True,
+    help="Embed the messages for semantic search too (default; the embedder is the one "
+    "Memory picks: $MEMORY_ADAPTERS_EMBED or the installed default).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON.")
+@click.pass_context
+def reindex(
+    ctx: click.Context, namespace: str | None, user: str | None, embed: bool, as_json: bool
+) -> None:
+    """Index the stored messages that conversation search has not indexed yet (after an
+    upgrade, an import, or with Memory(index_conversations=False)): resumable, in batches;
+    what is indexed already is skipped."""
+    from .conversation_search import index_plan
+    from .steps import drive_sync
+
+    runtime = _runtime(ctx)
+    indexed = conversations = 0
+    with runtime.memory(**({} if embed else {"embed": False})) as memory:
+        store = memory.store
+        infos = list(_all_conversations(store, _prefix(namespace, user, memory.namespace)))
+        with RichProgress(runtime.err()) as progress:
+            progress.begin("messages", sum(i.messages for i in infos))
+            for info in infos:
+                indexed += drive_sync(index_plan(memory, info.key), store, memory.hooks)
+                conversations += 1
+                progress.advance("messages", info.messages)
+        embedder = memory.embedder.name if memory.embedder is not None else None
+    data = {"conversations": conversations, "indexed": indexed, "embedder": embedder}
+    if as_json:
+        _echo_json(data)
+    else:
+        runtime.err().print(
+            f"reindexed: {indexed:,} messages of {conversations:,} conversations"
+            + (f" (embedded by {embedder})" if embedder else " (words only)")
+        )
 
 
 def _conversation_key(

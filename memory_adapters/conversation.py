@@ -6,14 +6,18 @@ stored with it. Reading a window costs what the window costs (see :mod:`.window`
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import enum
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .conversation_search import IndexDue, MessageHit, asearch, delete_plan, search
 from .errors import InvalidInput, InvalidValue, ValueTooLarge
+from .facts import SearchMode
 from .messages import AppendResult, Entry, Message, Record, ToolCall
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .tokens import MESSAGE_OVERHEAD
@@ -243,6 +247,8 @@ class Conversation:
             self._memory.store,
             self._memory.hooks,
         )
+        if not result.duplicate:
+            self._memory.conversation_index.submit(self.key)
         return result
 
     def window(
@@ -302,8 +308,42 @@ class Conversation:
         return self._memory.store.last_seq(self.key)
 
     def clear(self) -> int:
-        """Delete the whole conversation log; return how many messages went."""
-        return self._memory.store.delete_conversation(self.key)
+        """Delete the whole conversation log, and its messages from the conversation index;
+        return how many messages went."""
+        self._memory.conversation_index.wait()
+        return drive_sync(self._clear(), self._memory.store, self._memory.hooks)
+
+    def _clear(self) -> Plan[int]:
+        last: int = yield StoreCall("last_seq", (self.key,))
+        deleted: int = yield StoreCall("delete_conversation", (self.key,))
+        yield from delete_plan(self.scope.namespace, self.key, last)
+        return deleted
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        mode: SearchMode | None = None,
+        all_conversations: bool = False,
+        since: float | datetime | None = None,
+        until: float | datetime | None = None,
+    ) -> list[MessageHit]:
+        """The stored messages most relevant to ``query``, best first, at most ``limit`` (an
+        int from 1 to ``MAX_INT``): of this conversation, or with ``all_conversations`` of
+        every conversation of its user (in its namespace; never another user's). Each
+        :class:`~memory_adapters.conversation_search.MessageHit` has the conversation id, the
+        seq, the message, when it was stored, its score and its neighbouring messages.
+
+        ``mode`` and scores are those of :meth:`Facts.search
+        <memory_adapters.facts.Facts.search>` (``"hybrid"`` by default with an embedder, else
+        ``"keyword"``); the first ``k`` hits are the same at any ``limit >= k``, on every
+        store. ``since`` / ``until``: only messages stored at or after ``since`` and before
+        ``until`` (epoch seconds, or aware datetimes). Messages stored before the search are
+        found (what the worker has not indexed yet, the search indexes first): see
+        :mod:`memory_adapters.conversation_search`.
+        """
+        return search(self._memory, self.scope, query, limit, mode, all_conversations, since, until)
 
     def awaiting(self) -> list[AwaitingRun]:
         """The runs this conversation ends waiting on (a run whose output was pydantic-ai's
@@ -340,6 +380,8 @@ class Conversation:
             self._memory.store,
             self._memory.hooks,
         )
+        if not result.duplicate:
+            self._memory.conversation_index.submit(self.key)
         return result
 
     async def awindow(
@@ -387,7 +429,24 @@ class Conversation:
 
     async def aclear(self) -> int:
         """Async :meth:`clear`."""
-        return await self._memory.store.adelete_conversation(self.key)
+        if self._memory.worker.busy_with(IndexDue):
+            await asyncio.to_thread(self._memory.conversation_index.wait)
+        return await drive_async(self._clear(), self._memory.store, self._memory.hooks)
+
+    async def asearch(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        mode: SearchMode | None = None,
+        all_conversations: bool = False,
+        since: float | datetime | None = None,
+        until: float | datetime | None = None,
+    ) -> list[MessageHit]:
+        """Async :meth:`search`."""
+        return await asearch(
+            self._memory, self.scope, query, limit, mode, all_conversations, since, until
+        )
 
     async def aawaiting(self) -> list[AwaitingRun]:
         """Async :meth:`awaiting`."""

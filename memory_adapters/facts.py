@@ -479,6 +479,24 @@ class Facts:
         where: FactFilter | None = None,
         min_score: float | None = None,
     ) -> Plan[list[Fact]]:
+        results = yield from self._rank(query, limit, mode, seen, where, min_score)
+        step = self._memory.hooks.facts_searched(self.scope, query, results)
+        if step is not None:
+            yield step
+        return results
+
+    def _rank(
+        self,
+        query: str,
+        limit: int,
+        mode: str | None,
+        seen: dict[str, Any] | None,
+        where: FactFilter | None = None,
+        min_score: float | None = None,
+    ) -> Plan[list[Fact]]:
+        """The ``limit`` facts of the scope best for ``query`` (:meth:`search`), ranked by
+        :mod:`memory_adapters.ranking`: what fact search and conversation search
+        (:mod:`memory_adapters.conversation_search`, over its index of messages) share."""
         if not isinstance(query, str):
             raise InvalidInput(f"query must be a str, not {type(query).__name__}")
         check_positive_int(limit, "limit")
@@ -526,9 +544,6 @@ class Facts:
             results = yield from self._facts_of(best[:limit], keyword)
         if min_score is not None:
             results = [f for f in results if f.score is not None and f.score >= min_score]
-        step = memory.hooks.facts_searched(self.scope, query, results)
-        if step is not None:
-            yield step
         return results
 
     def _facts_of(self, keys: list[str], scores: dict[str, float]) -> Plan[list[Fact]]:

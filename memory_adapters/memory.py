@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import environment as env
 from .conversation import UNSET, Conversation, Unset
+from .conversation_search import ConversationIndex
 from .embedders import Embedder
 from .errors import InvalidInput, NoAdapter, UnknownScheme
 from .extraction import IDLE_SECONDS, TIMEOUT_SECONDS, Extraction, Extractor
@@ -92,6 +93,10 @@ class Memory:
     runs it): every ``extract_every`` turns of a conversation (0: off), and when one has had
     no turn for ``extract_idle`` seconds (``None``: never), each call at most
     ``extract_timeout`` seconds; ``extract_instructions`` says what is worth remembering.
+    ``index_conversations`` indexes each stored turn for conversation search on the worker
+    right away (``False``: the first search that needs it does;
+    :mod:`memory_adapters.conversation_search`); ``index_tool_messages`` indexes tool calls
+    and results too (off: user and assistant text only).
     The token counts and ``max_turn_bytes`` are ints up to
     :data:`~memory_adapters.validation.MAX_INT` (``InvalidInput`` otherwise).
     """
@@ -121,6 +126,8 @@ class Memory:
         extract_instructions: str | None = None,
         extract_idle: float | None = IDLE_SECONDS,
         extract_timeout: float = TIMEOUT_SECONDS,
+        index_conversations: bool = True,
+        index_tool_messages: bool = False,
     ) -> None:
         if namespace is None:
             namespace = _from_env(env.NAMESPACE, lambda v: Scope(namespace=v).namespace)
@@ -166,6 +173,10 @@ class Memory:
         self.worker = Worker()
         """The background worker (:mod:`memory_adapters.worker`): summaries, message indexing
         and embedding, extraction; a run never waits for it."""
+        self.conversation_index = ConversationIndex(
+            self, background=index_conversations, tools=index_tool_messages
+        )
+        """The index of what was said (:mod:`memory_adapters.conversation_search`)."""
         self.summaries: Summaries | None = self._make_summaries(summarizer)
         """The background summaries (``None`` without a ``summarizer``)."""
         self.extraction: Extraction | None = self._make_extraction(

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 from urllib.parse import quote, unquote
 
-from .errors import InvalidInput
+from .errors import InvalidInput, Unsupported
 from .steps import Plan, StoreCall
 from .validation import check_id, check_positive_int, dumps
 
@@ -317,7 +317,32 @@ def erase_plan(namespace: str, user_id: str) -> Plan[EraseReport]:
     check_id(namespace, "namespace")
     check_id(user_id, "user_id")
     report: EraseReport = yield StoreCall("erase", (namespace, user_id))
+    # the conversation index (:mod:`.conversation_search`): documents and watermarks
+    from .conversation_search import index_namespace
+
+    yield StoreCall("erase", (index_namespace(namespace), user_id))
     return report
+
+
+def _unindex_idle(namespace: str, idle_before: float) -> Plan[None]:
+    """Remove from the conversation index the conversations of ``namespace`` idle since
+    before ``idle_before`` (those retention is about to delete). One that becomes active
+    meanwhile is kept, and indexed again by its next search."""
+    from .conversation_search import LIST_PAGE, delete_plan
+
+    before: tuple[float, str] | None = (idle_before, "")
+    while before is not None:
+        try:
+            page: list[ConversationInfo] = yield StoreCall(
+                "list_conversations",
+                (namespace_prefix(namespace),),
+                {"limit": LIST_PAGE, "before": before},
+            )
+        except Unsupported:  # a store that cannot list cannot retire conversations either
+            return
+        for info in page:
+            yield from delete_plan(namespace, info.key, info.messages)
+        before = page[-1].cursor if len(page) == LIST_PAGE else None
 
 
 def retain_plan(
@@ -332,8 +357,10 @@ def retain_plan(
     if age is None or age < 0:
         raise InvalidInput("the idle age must be a finite number of days or seconds, >= 0")
     seconds = age * (86400.0 if idle_days is not None else 1.0)
+    idle_before = time.time() - seconds
+    yield from _unindex_idle(namespace, idle_before)
     deleted: int = yield StoreCall(
-        "delete_idle_conversations", (namespace_prefix(namespace), time.time() - seconds)
+        "delete_idle_conversations", (namespace_prefix(namespace), idle_before)
     )
     pruned: int = yield StoreCall("prune")
     return RetentionReport(deleted, pruned)

@@ -253,6 +253,7 @@ class RunLifecycle:
         "parent",
         "result",
         "run",
+        "shown",
         "where",
         "window_options",
     )
@@ -300,6 +301,9 @@ class RunLifecycle:
         self._notes: tuple[int, dict[str, Note]] | None = None
         self._outer: RunLifecycle | None = None
         self._due: SummaryDue | None = None
+        self.shown: frozenset[int] = frozenset()
+        """The seqs of the stored messages the run's window showed the model (conversation
+        search leaves them out of what its tool returns)."""
 
     @property
     def scope(self) -> Scope:
@@ -343,6 +347,7 @@ class RunLifecycle:
         )
         if window.summary_due is not None:
             self._due = window.summary_due
+        self.shown = frozenset(r.seq for r in (*window.pinned, *window.records))
         mine = self.run.run_id
         yield from self._refuse_completed([*window.pinned, *window.records])
         if any(r.run_id == mine for r in (*window.pinned, *window.records)):
@@ -486,6 +491,8 @@ class RunLifecycle:
         if self._due is not None and self.memory.summaries is not None:
             # evicted turns to summarize: in the background, shown from the next turn on
             self.memory.summaries.submit(self._due)
+        if self._saved:  # the run's messages, indexed for conversation search in the background
+            self.memory.conversation_index.submit(self.conversation.conversation_key)
         if self.memory.extraction is not None and self.extract and self._saved:
             # facts from the new turn, in the background (memory_adapters.extraction)
             self.memory.extraction.turn(self.scope, self.conversation)

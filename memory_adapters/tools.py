@@ -9,6 +9,7 @@ the schema are refused.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from contextvars import ContextVar
@@ -17,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .consolidation import consolidated_put
+from .conversation_search import IndexDue
 from .errors import InvalidInput, ToolArgumentError
 from .operations import APPLICATION, Writer
 from .scope import Scope
@@ -29,6 +31,7 @@ REPLAYABLE: ContextVar[str | None] = ContextVar("memory_adapters.replayable_call
 set by an adapter when the call may be replayed (see :func:`.durable.replayable_call`)."""
 
 if TYPE_CHECKING:
+    from .conversation_search import MessageHit
     from .facts import Fact, Facts
     from .memory import Memory
 
@@ -131,6 +134,26 @@ MEMORY_TOOLS: tuple[ToolSpec, ...] = (
     ),
 )
 
+SEARCH_CONVERSATIONS = ToolSpec(
+    "search_conversations",
+    "Search what was said in your earlier conversations with this user, and earlier in this "
+    "one, by meaning and by words; returns the most relevant messages (best first, with when "
+    "and in which conversation each was said, and the messages around it), or none when "
+    "nothing said is relevant. Messages you can already see are left out.",
+    _schema(
+        {
+            "query": {
+                "type": "string",
+                "description": "What to look for: a question or a few words.",
+            },
+            "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+        },
+        ["query"],
+    ),
+)
+"""The conversation search tool (:mod:`memory_adapters.conversation_search`), offered beside
+:data:`MEMORY_TOOLS` unless ``memory.tools.conversation_search`` is off."""
+
 TOOL_INSTRUCTIONS = (
     "You have long-term memory that persists across conversations. When the user tells you "
     "something worth remembering (preferences, facts about them, decisions), call save_memory "
@@ -138,6 +161,21 @@ TOOL_INSTRUCTIONS = (
     "call search_memory or recall_memory. Call forget_memory when a fact is wrong or the user "
     "asks you to forget it. Never mention these tools unless asked."
 )
+
+CONVERSATION_INSTRUCTIONS = (
+    " To find what was said in earlier conversations (when no saved fact answers), call "
+    "search_conversations."
+)
+
+TOOL_WAIT_SECONDS = 2.0
+"""How long ``search_conversations`` waits for the worker to index what was just stored (the
+latest turns, usually in the model's window already) before it searches what is indexed."""
+
+HIT_CHARS = 1000
+"""How much of a found message the conversation search tool shows the model (characters)."""
+
+CONTEXT_CHARS = 200
+"""How much of each message around a found one the tool shows the model (characters)."""
 
 
 def when(at: float) -> str:
@@ -154,15 +192,47 @@ def _fact_json(fact: Fact) -> dict[str, Any]:
     return out
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _hit_json(hit: MessageHit) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "conversation": hit.conversation_id,
+        "said": when(hit.created_at),
+        "role": hit.message.role,
+        "text": _cut(hit.message.text, HIT_CHARS),
+        "score": round(hit.score, 3),
+    }
+    around = [
+        {"role": r.message.role, "text": _cut(r.message.text, CONTEXT_CHARS)}
+        for r in hit.context
+        if r.seq != hit.seq and r.message.text and r.message.role in ("user", "assistant")
+    ]
+    if around:
+        out["around"] = around
+    return out
+
+
 class MemoryTools:
     """Executes the memory tools for the scope in force (set by the host, never the model)."""
-
-    instructions: str = TOOL_INSTRUCTIONS
 
     def __init__(self, memory: Memory) -> None:
         self._memory = memory
         self._min_score: float | None = None
         self._min_score_set = False
+        self.conversation_search = True
+        """Whether the model is offered ``search_conversations`` (:data:`SEARCH_CONVERSATIONS`):
+        its definition costs about 150 tokens of every model call's context (and 20 of
+        instructions); its answers, what they show (at most ``limit`` messages of
+        :data:`HIT_CHARS` and their neighbours)."""
+
+    @property
+    def instructions(self) -> str:
+        """What the model is told about its memory tools."""
+        if self.conversation_search:
+            return TOOL_INSTRUCTIONS + CONVERSATION_INSTRUCTIONS
+        return TOOL_INSTRUCTIONS
 
     @property
     def min_score(self) -> float | None:
@@ -180,14 +250,24 @@ class MemoryTools:
     def specs(self) -> tuple[ToolSpec, ...]:
         """The tools as this memory offers them: :data:`MEMORY_TOOLS`, with a ``search_memory``
         description that says whether it searches by meaning (an embedder is configured)."""
-        if self._memory.embedder is not None:
-            return MEMORY_TOOLS
-        return tuple(
-            ToolSpec(s.name, SEARCH_BY_WORDS + _SEARCH_TAIL, s.parameters)
-            if s.name == "search_memory"
-            else s
-            for s in MEMORY_TOOLS
-        )
+        tools = MEMORY_TOOLS
+        if self._memory.embedder is None:
+            tools = tuple(
+                ToolSpec(s.name, SEARCH_BY_WORDS + _SEARCH_TAIL, s.parameters)
+                if s.name == "search_memory"
+                else s
+                for s in MEMORY_TOOLS
+            )
+        if self.conversation_search:
+            spec = SEARCH_CONVERSATIONS
+            if self._memory.embedder is None:
+                spec = ToolSpec(
+                    spec.name,
+                    spec.description.replace("by meaning and by words", "by their words"),
+                    spec.parameters,
+                )
+            tools = (*tools, spec)
+        return tools
 
     def _facts(self, scope: Scope | None) -> Facts:
         from .facts import Facts
@@ -198,7 +278,14 @@ class MemoryTools:
     def _check(name: str, args: dict[str, Any]) -> ToolSpec:
         """Check a tool call against its schema; raise :class:`ToolArgumentError` unless it
         fits (a known tool; an object of known, well-typed, in-range arguments)."""
-        spec = next((s for s in MEMORY_TOOLS if type(name) is str and s.name == name), None)
+        spec = next(
+            (
+                s
+                for s in (*MEMORY_TOOLS, SEARCH_CONVERSATIONS)
+                if type(name) is str and s.name == name
+            ),
+            None,
+        )
         if spec is None:
             raise ToolArgumentError(f"unknown memory tool {describe(name)}")
         if not isinstance(args, dict):
@@ -309,6 +396,11 @@ class MemoryTools:
                     args["query"], int(args.get("limit", 5)), min_score=floor or None
                 )
                 return json.dumps([_fact_json(f) for f in found], ensure_ascii=False)
+            if name == "search_conversations":
+                hits = yield from self._conversations(
+                    args["query"], int(args.get("limit", 5)), scope
+                )
+                return json.dumps([_hit_json(h) for h in hits], ensure_ascii=False)
             if name == "list_memories":
                 listed = yield from facts._list(int(args.get("limit", 20)))
                 return json.dumps([_fact_json(f) for f in listed], ensure_ascii=False)
@@ -316,6 +408,35 @@ class MemoryTools:
             return json.dumps({"forgotten": deleted, "key": args["key"]})
         except InvalidInput as exc:
             raise ToolArgumentError(f"{name}: {exc}") from exc
+
+    def _conversations(self, query: str, limit: int, scope: Scope | None) -> Plan[list[MessageHit]]:
+        """The ``search_conversations`` tool: the user's conversations (the run's scope), less
+        what the run's model sees already (its window, its own messages), above the floor."""
+        from .conversation_search import search_plan
+        from .run import active_run
+
+        memory = self._memory
+        run = active_run(memory)
+        scope = scope or memory.scope
+        shown: frozenset[int] = frozenset()
+        mine: str | None = None
+        if run is not None and run.conversation.conversation_key == scope.conversation_key:
+            shown, mine = run.shown, run.run.run_id
+        current = scope.conversation_id
+        # ranking is prefix-stable: the first hits not shown are among the first limit + shown
+        hits = yield from search_plan(
+            memory, scope, query, limit + len(shown), None, True, None, None
+        )
+        floor = self.min_score if memory.embedder is not None else None
+        kept = [
+            h
+            for h in hits
+            if not (
+                h.conversation_id == current and (h.seq in shown or (mine and h.run_id == mine))
+            )
+            and (not floor or h.score >= floor)
+        ]
+        return kept[:limit]
 
     def call(self, name: str, args: dict[str, Any], *, scope: Scope | None = None) -> str:
         """Run tool ``name`` with the model's ``args``; return the text result for the model.
@@ -325,10 +446,14 @@ class MemoryTools:
         of range or not finite, a key that is not an identifier, a value too large) raise
         :class:`~memory_adapters.errors.ToolArgumentError`, and nothing is stored.
         """
+        if name == SEARCH_CONVERSATIONS.name:
+            self._memory.conversation_index.wait(TOOL_WAIT_SECONDS)
         return drive_sync(self._plan(name, args, scope), self._memory.store, self._memory.hooks)
 
     async def acall(self, name: str, args: dict[str, Any], *, scope: Scope | None = None) -> str:
         """Async :meth:`call`."""
+        if name == SEARCH_CONVERSATIONS.name and self._memory.worker.busy_with(IndexDue):
+            await asyncio.to_thread(self._memory.conversation_index.wait, TOOL_WAIT_SECONDS)
         return await drive_async(
             self._plan(name, args, scope), self._memory.store, self._memory.hooks
         )

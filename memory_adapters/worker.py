@@ -22,9 +22,11 @@ turn, search or process does it).
 from __future__ import annotations
 
 import asyncio
+import os
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -55,14 +57,20 @@ class Worker:
 
     def __init__(self, name: str = "memory-adapters-worker") -> None:
         self.name = name
+        self._reset()
+        self._closed = False
+        self.abandoned = False
+        """Whether :meth:`close` gave up waiting: jobs still running store nothing more."""
+        _workers.add(self)
+
+    def _reset(self) -> None:
+        """No thread, no jobs: what a worker is in a new process (the parent's thread did not
+        survive the fork, and neither did its jobs; a later turn or search does their work)."""
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._jobs: list[Job] = []  # queued or running, in order
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the worker's, used there only
-        self._closed = False
-        self.abandoned = False
-        """Whether :meth:`close` gave up waiting: jobs still running store nothing more."""
 
     @property
     def closed(self) -> bool:
@@ -101,6 +109,15 @@ class Worker:
         with self._lock:
             return any(job.key == key for job in self._jobs)
 
+    def on_thread(self) -> bool:
+        """Whether the caller runs on the worker's thread (in a job)."""
+        return threading.current_thread() is self._thread
+
+    def busy_with(self, tags: type) -> bool:
+        """Whether a job whose tag is of type ``tags`` is queued or running."""
+        with self._lock:
+            return any(isinstance(job.tag, tags) for job in self._jobs)
+
     def run_async(self, awaitable: Awaitable[T]) -> T:
         """Inside a job: wait for ``awaitable`` on the worker's own event loop (kept across
         jobs, so async clients may keep their connections)."""
@@ -117,7 +134,10 @@ class Worker:
 
     def wait(self, timeout: float | None = None, *, tags: type | None = None) -> bool:
         """Wait for the jobs under way (with ``tags``, those whose tag is of that type), at
-        most ``timeout`` seconds; whether they all ended."""
+        most ``timeout`` seconds; whether they all ended. From a job (the worker's own thread),
+        ``False`` at once: a job cannot wait for the jobs queued after it."""
+        if threading.current_thread() is self._thread:
+            return False
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             with self._lock:
@@ -183,3 +203,15 @@ class Worker:
         with self._lock:
             n = len(self._jobs)
         return f"<Worker {self.name} jobs={n}{' closed' if self._closed else ''}>"
+
+
+_workers: weakref.WeakSet[Worker] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for worker in list(_workers):
+        worker._reset()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork)

@@ -541,3 +541,26 @@ def test_a_pipe_from_one_store_to_another(tmp_path: Path) -> None:
     assert "imported: 1 conversations, 2 batches, 8 messages" in importer.stderr
     with Memory(b, embed=False) as target:
         assert snapshot(target) == expected
+
+
+def test_reindex_makes_stored_messages_searchable_once_and_stats_counts_them() -> None:
+    """Messages stored without the worker indexing them (an upgrade, an import, or
+    ``index_conversations=False``) become searchable by ``reindex``, which is resumable: a
+    second run indexes nothing; ``stats`` counts the index, and erase empties it."""
+    memory = Memory("memory://", embed=False, index_conversations=False)
+    for user in ("alice", "bob"):
+        with memory.session(user_id=user, conversation_id="c"):
+            for i in range(5):
+                memory.conversation.append(turn(i))
+    first = cli(memory, "reindex", "--json", "--no-embed")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout) == {"conversations": 2, "indexed": 20, "embedder": None}
+    again = cli(memory, "reindex", "--json", "--no-embed", "--user", "alice")
+    assert json.loads(again.stdout)["indexed"] == 0
+    stats = json.loads(cli(memory, "stats", "--json").stdout)["namespaces"]["default"]
+    assert stats["indexed"] == 20  # user and assistant text: 2 of each turn's 4 messages
+    memory.erase(user_id="alice")
+    stats = json.loads(cli(memory, "stats", "--json").stdout)["namespaces"]["default"]
+    assert stats["indexed"] == 10
+    with memory.session(user_id="bob", conversation_id="c"):
+        assert memory.conversation.search("answer 8", mode="keyword")

@@ -76,11 +76,16 @@ class Recording(InMemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.calls: list[tuple[str, Any]] = []
+        self.background: list[tuple[str, Any]] = []
         self.lock = threading.Lock()
 
     def _note(self, method: str, detail: Any = None) -> None:
         with self.lock:
-            self.calls.append((method, detail))
+            if threading.current_thread().name == "memory-adapters-worker":
+                # the Memory's background work (indexing the turn for conversation search)
+                self.background.append((method, detail))
+            else:
+                self.calls.append((method, detail))
 
     def batch(self, calls: Sequence[StoreCall]) -> list[Any]:
         self._note("batch", [c.method for c in calls])

@@ -50,6 +50,7 @@ from memory_adapters import (
 )
 from memory_adapters.extraction import (
     NO_EXTRACT,
+    ExtractionDue,
     STATE_KEY,
     CallableExtractor,
     parse_ops,
@@ -301,7 +302,8 @@ def test_extraction_off_costs_a_run_nothing() -> None:
     with memory.session(user_id="ann", conversation_id="c"):
         chat(memory).run_sync("My favourite colour is teal")
         assert state_of(memory, memory.conversation.key) is None
-    assert memory.worker.wait(0)
+    assert memory.extraction is None
+    assert memory.worker.wait(0, tags=ExtractionDue)  # no extraction job was ever queued
     memory.close()
 
 

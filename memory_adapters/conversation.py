@@ -249,7 +249,16 @@ class Conversation:
         )
         if not result.duplicate:
             self._memory.conversation_index.submit(self.key)
+            self._extract(messages)
         return result
+
+    def _extract(self, messages: Sequence[Message]) -> None:
+        """Count the appended batch's user messages as turns for the extractor (in the
+        background, :mod:`memory_adapters.extraction`)."""
+        extraction = self._memory.extraction
+        turns = sum(1 for m in messages if getattr(m, "role", None) == "user")
+        if extraction is not None and turns:
+            extraction.turn(self.scope, self.scope, turns)
 
     def window(
         self,
@@ -382,6 +391,7 @@ class Conversation:
         )
         if not result.duplicate:
             self._memory.conversation_index.submit(self.key)
+            self._extract(messages)
         return result
 
     async def awindow(

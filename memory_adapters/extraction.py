@@ -627,10 +627,11 @@ class Extraction:
 
     # -- triggers ------------------------------------------------------------------------------
 
-    def turn(self, scope: Scope, conversation: Scope) -> None:
-        """A run stored a turn of ``conversation`` (its facts in ``scope``): extract when
-        ``extract_every`` turns are due, later when the conversation goes idle. Returns at
-        once (called by the run, after its turn is stored)."""
+    def turn(self, scope: Scope, conversation: Scope, turns: int = 1) -> None:
+        """A run (or ``memory.conversation.append``) stored ``turns`` turns of
+        ``conversation`` (its facts in ``scope``): extract when ``extract_every`` turns are
+        due, later when the conversation goes idle. Returns at once (called after the turn is
+        stored)."""
         key = conversation.conversation_key
         submit = False
         with self._lock:
@@ -639,7 +640,7 @@ class Extraction:
             pending = self._pending.get(key)
             if pending is None:
                 pending = self._pending[key] = _Pending(ExtractionDue(scope, conversation))
-            pending.turns += 1
+            pending.turns += turns
             pending.last = time.monotonic()
             if self.every and pending.turns >= self.every:
                 pending.turns = 0

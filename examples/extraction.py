@@ -59,9 +59,7 @@ def extractor_model(messages: list[Any], info: Any) -> Any:
     from pydantic_ai.messages import ModelResponse, ToolCallPart
 
     prompt = str(messages[-1].parts[-1].content)
-    known = {
-        line[2:].split(": ", 1)[0] for line in prompt.splitlines() if line.startswith("- ")
-    }
+    known = {line[2:].split(": ", 1)[0] for line in prompt.splitlines() if line.startswith("- ")}
     ops: list[dict[str, Any]] = []
     for line in prompt.splitlines():
         if not line.startswith("user: "):

@@ -726,6 +726,55 @@ def show(
             out.print(_render(r))
 
 
+@app.command()
+@click.argument("key", metavar="KEY")
+@click.option("--user", required=True, metavar="U", help="Whose fact.")
+@click.option("--agent", metavar="A", help="The agent of the fact's scope, if it has one.")
+@click.option("--namespace", metavar="N", help="The namespace (default: the default one).")
+@click.option("--json", "as_json", is_flag=True, help="Print the changes as a JSON array.")
+@click.pass_context
+def history(
+    ctx: click.Context,
+    key: str,
+    user: str,
+    agent: str | None,
+    namespace: str | None,
+    as_json: bool,
+) -> None:
+    """Print the versions of one fact of a user, newest first: each value, when, and who
+    wrote it (the application; a model through a memory tool, with its run; an extractor,
+    with its model and the conversation range it read)."""
+    from .facts import Facts
+    from .scope import Scope
+
+    with _runtime(ctx).memory(embed=False) as memory:
+        scope = Scope(namespace=namespace or memory.namespace, user_id=user, agent_id=agent)
+        changes = Facts(memory, scope).history(key)
+        if as_json:
+            rows = [
+                {"version": c.version, "op": c.op, "value": c.value, "at": c.at,
+                 "writer": json.loads(c.writer.to_json())}
+                for c in changes
+            ]  # fmt: skip
+            click.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+            return
+        if not changes:
+            raise Failed(f"no history of fact {key!r} for user {user!r}")
+        out = _out()
+        for c in changes:
+            when = _when(c.at)
+            what = "forgotten" if c.op == "forget" else json.dumps(c.value, ensure_ascii=False)
+            w = c.writer
+            who: str = w.kind
+            if w.model:
+                who += f" {w.model}"
+            if w.run_id:
+                who += f" (run {w.run_id})"
+            if w.conversation:
+                who += f" (read {w.conversation} seqs {w.start_seq}..{w.end_seq})"
+            out.print(Text(f"v{c.version}  {when}  {what}  by {who}"))
+
+
 # -- export, import --------------------------------------------------------------------------
 
 

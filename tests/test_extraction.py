@@ -50,9 +50,9 @@ from memory_adapters import (
 )
 from memory_adapters.extraction import (
     NO_EXTRACT,
-    ExtractionDue,
     STATE_KEY,
     CallableExtractor,
+    ExtractionDue,
     parse_ops,
     state_scope,
 )
@@ -972,7 +972,7 @@ def test_extraction_runs_are_traced() -> None:
     )
 
 
-def test_the_export_shows_the_extractor_as_writer(tmp_path: Path) -> None:
+def test_the_command_shows_the_extractor_as_writer(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from memory_adapters.cli import app
@@ -989,6 +989,14 @@ def test_the_export_shows_the_extractor_as_writer(tmp_path: Path) -> None:
     writers = [c["writer"] for c in history]
     assert writers and writers[0]["kind"] == "extractor"
     assert writers[0]["conversation"].endswith(":ann:c") and writers[0]["end_seq"] == 2
+    shown = CliRunner().invoke(app, ["--url", url, "history", "home_city", "--user", "ann"])
+    assert shown.exit_code == 0, shown.output
+    assert '"lives in Paris"  by extractor ' in shown.output
+    assert ":ann:c seqs 1..2)" in shown.output
+    as_json = CliRunner().invoke(
+        app, ["--url", url, "history", "home_city", "--user", "ann", "--json"]
+    )
+    assert json.loads(as_json.output)[0]["writer"]["kind"] == "extractor"
     # and it imports back
     target = f"sqlite:///{tmp_path / 'copy.db'}"
     back = CliRunner().invoke(app, ["--url", target, "import", str(dump)])

@@ -52,10 +52,12 @@ import contextlib
 import inspect
 import json
 import logging
+import os
 import threading
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -618,9 +620,16 @@ class Extraction:
         self.dropped = 0
         self.applied = 0
         self.results: list[ExtractionResult] = []
-        self._lock = threading.Condition()
         self._closed = False
         self._retry_at = 0.0
+        self._reset()
+        _extractions.add(self)
+
+    def _reset(self) -> None:
+        """Nothing pending, queued or watched: what extraction is in a new process (the
+        parent's worker and idle threads did not survive the fork; the turns it counted are
+        extracted by the parent, or when their conversation next goes on)."""
+        self._lock = threading.Condition()
         self._pending: dict[str, _Pending] = {}
         self._queued: dict[str, ExtractionDue] = {}
         self._idle_thread: threading.Thread | None = None
@@ -823,3 +832,15 @@ class Extraction:
 
     def __repr__(self) -> str:
         return f"<Extraction {self.extractor!r} every={self.every} calls={self.calls}>"
+
+
+_extractions: weakref.WeakSet[Extraction] = weakref.WeakSet()
+
+
+def _after_fork() -> None:
+    for extraction in list(_extractions):
+        extraction._reset()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork)

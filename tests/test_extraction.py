@@ -1005,3 +1005,26 @@ def test_the_command_shows_the_extractor_as_writer(tmp_path: Path) -> None:
     with copy.session(user_id="ann"):
         assert copy.facts.history("home_city")[0].writer.kind == "extractor"
     copy.close()
+
+
+def test_a_forked_child_extracts_on_its_own(tmp_path: Path) -> None:
+    from stores import in_forked_child
+
+    memory = Memory(
+        f"sqlite:///{tmp_path / 'm.db'}", embed=False, extractor=Recorder(), extract_idle=0.5
+    )
+    run_turns(memory, ["I live in Paris"])
+
+    def child() -> None:
+        with memory.session(user_id="ann", conversation_id="c"):
+            # (not an agent run: pydantic-ai's run_sync does not survive a fork, extraction
+            # or not)
+            memory.conversation.append([Message.user("My favourite colour is teal")])
+            assert memory.extraction is not None
+            assert memory.extraction.wait(30)
+            assert memory.facts.get("favourite_colour") is not None
+
+    assert in_forked_child(child) == 0
+    with memory.session(user_id="ann", conversation_id="c"):
+        assert memory.facts.get("favourite_colour") is not None
+    memory.close()

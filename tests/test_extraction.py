@@ -317,7 +317,7 @@ from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
 from memory_adapters import Memory, FactOp
 
-url, options, name, every, out = sys.argv[1:6]
+url, options, name, every, kind, out = sys.argv[1:7]
 seen = []
 
 
@@ -327,7 +327,18 @@ def extract(messages, facts):
     return [FactOp.add("last_" + t.split()[0], t) for t in texts[-1:]]
 
 
-memory = Memory(url, store_options=json.loads(options), embed=False, extractor=extract,
+def model(messages, info):  # a pydantic-ai FunctionModel playing the extractor
+    from pydantic_ai.messages import ToolCallPart
+
+    prompt = str(messages[-1].parts[-1].content)
+    texts = [line[6:] for line in prompt.splitlines() if line.startswith("user: ")]
+    seen.append(texts)
+    ops = [{"op": "add", "key": "last_" + t.split()[0], "value": t} for t in texts[-1:]]
+    return ModelResponse([ToolCallPart(info.output_tools[0].name, {"operations": ops})])
+
+
+extractor = extract if kind == "function" else FunctionModel(model, model_name="x")
+memory = Memory(url, store_options=json.loads(options), embed=False, extractor=extractor,
                 extract_every=int(every), extract_idle=None)
 agent = memory.wrap(Agent(FunctionModel(lambda m, i: ModelResponse([TextPart("ok")]))))
 for i in range(100):
@@ -341,9 +352,9 @@ with open(out, "w") as f:
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize("every", [3, 7])
+@pytest.mark.parametrize(("every", "kind"), [(3, "function"), (7, "model")])
 def test_two_processes_extract_each_range_once(
-    shared_store: tuple[str, Any], tmp_path: Path, every: int
+    shared_store: tuple[str, Any], tmp_path: Path, every: int, kind: str
 ) -> None:
     """Two processes serve the same two conversations at once, 200 turns each: each message is
     given to an extractor once, and the calls stay within ceil(turns / extract_every) + 1 per
@@ -352,9 +363,10 @@ def test_two_processes_extract_each_range_once(
     outs = [tmp_path / "a.json", tmp_path / "b.json"]
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, url, json.dumps(options), name, str(every), str(out)]
+            [sys.executable, "-c", WORKER, url, json.dumps(options), name, str(every), *args]
         )
         for name, out in zip("ab", outs, strict=True)
+        for args in [(kind, str(out))]
     ]
     assert [w.wait(300) for w in workers] == [0, 0]
     calls = [call for out in outs for call in json.loads(out.read_text())]
@@ -579,7 +591,7 @@ def caught(memory: Memory, texts: list[str]) -> list[warnings.WarningMessage]:
 TEXTS = ["I live in Paris", "I like oolong tea", "My favourite colour is teal"]
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 def test_an_extractor_that_raises_fails_nothing(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
@@ -603,21 +615,24 @@ def test_an_extractor_that_raises_fails_nothing(
             assert state.value["claim"] is None  # given back
 
 
-def test_an_extractor_that_hangs_is_given_up_on() -> None:
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_an_extractor_that_hangs_is_given_up_on(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     hold = threading.Event()
 
     def hangs(messages: list[Message], facts: list[Fact]) -> list[Any]:
         hold.wait(60)
         return [FactOp.add("late", "should never be written")]
 
-    memory = Memory("memory://", embed=False, extractor=hangs, extract_timeout=0.2)
-    got = caught(memory, TEXTS)
-    assert any("took longer than 0.2 s" in str(w.message) for w in got)
-    with memory.session(user_id="ann", conversation_id="c"):
-        assert memory.facts.all() == []
-    started = time.monotonic()
-    memory.close(timeout=5)  # nothing hangs shutdown
-    assert time.monotonic() - started < 5
+    with memory_on(kind, request, tmp_path, extractor=hangs, extract_timeout=0.2) as memory:
+        got = caught(memory, TEXTS)
+        assert any("took longer than 0.2 s" in str(w.message) for w in got)
+        with memory.session(user_id="ann", conversation_id="c"):
+            assert memory.facts.all() == []
+        started = time.monotonic()
+        memory.close(timeout=5)  # nothing hangs shutdown
+        assert time.monotonic() - started < 5
     hold.set()
 
 
@@ -639,7 +654,7 @@ def test_close_gives_up_on_a_hanging_async_extractor() -> None:
         memory.close(timeout=0.2)
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
 def test_an_extractor_that_answers_garbage_writes_no_bad_fact(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
@@ -729,17 +744,19 @@ def test_a_hook_drops_and_rewrites_proposals() -> None:
     memory.close()
 
 
-def test_read_your_writes_after_wait() -> None:
+@pytest.mark.parametrize("kind", STORES)
+def test_read_your_writes_after_wait(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     """extract_every=5 and one turn: wait() extracts what is pending, and search finds it."""
-    memory = Memory("memory://", embed=False, extractor=Recorder(), extract_every=5)
-    agent = chat(memory)
-    with memory.session(user_id="ann", conversation_id="c"):
-        agent.run_sync("My favourite colour is teal")
-        assert memory.extraction is not None
-        assert memory.extraction.calls == 0
-        memory.extraction.wait()
-        assert [f.value for f in memory.facts.search("favourite colour")] == ["teal"]
-    memory.close()
+    with memory_on(kind, request, tmp_path, extractor=Recorder(), extract_every=5) as memory:
+        agent = chat(memory)
+        with memory.session(user_id="ann", conversation_id="c"):
+            agent.run_sync("My favourite colour is teal")
+            assert memory.extraction is not None
+            assert memory.extraction.calls == 0
+            memory.extraction.wait()
+            assert [f.value for f in memory.facts.search("favourite colour")] == ["teal"]
 
 
 def test_idle_conversations_are_extracted() -> None:

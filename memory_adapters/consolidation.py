@@ -12,7 +12,8 @@ proposes — the ``save_memory`` tool's, and the extractor's ``add`` and ``updat
   :func:`duplicate_similarity` similar (cosine) to the proposal's; without one, a fact whose
   value has the same :func:`normalized` text;
 * a proposal whose value is the same normalized text as the fact it would update writes
-  nothing (no new version, no history entry).
+  nothing (no new version, no history entry); but the ``save_memory`` tool, saving under a key
+  that exists, replaces that fact as it always did (a new version).
 
 Writes the application makes itself (``memory.facts.put``) are not merged: the application
 names its keys, and a put under a key is a put under that key.
@@ -102,22 +103,32 @@ def find_duplicate(facts: Facts, key: str, value: Any) -> Plan[tuple[Fact | None
 
 
 def consolidated_put(
-    facts: Facts, key: str, value: Any, importance: float | None, writer: Writer
+    facts: Facts,
+    key: str,
+    value: Any,
+    importance: float | None,
+    writer: Writer,
+    *,
+    rewrite: bool = False,
 ) -> Plan[Fact]:
     """Write a fact a model proposed, under the duplicate rule (see the module docstring):
     the fact written, or the fact that already said the same (unchanged). ``importance``
     ``None`` keeps the importance of the fact updated (a new one gets
-    :data:`DEFAULT_IMPORTANCE`). The metadata and expiry of an updated fact are kept."""
+    :data:`DEFAULT_IMPORTANCE`). The metadata and expiry of an updated fact are kept. With
+    ``rewrite``, a proposal under a key that exists is written even when it says what the
+    fact says (a new version): what the ``save_memory`` tool has always done."""
     check_id(key, "key")
     dumps(value, "value", MAX_VALUE_BYTES)
     if importance is not None:
         importance = check_importance(importance)
     target: Fact | None = yield StoreCall("get_fact", (facts.namespace, facts._owner, key))
     vector = None
+    same_key = target is not None
     if target is None:
         target, vector = yield from find_duplicate(facts, key, value)
     if (
         target is not None
+        and not (rewrite and same_key)
         and normalized(target.value) == normalized(value)
         and (importance is None or importance <= target.importance)
     ):

@@ -384,7 +384,7 @@ class MemoryTools:
                 # merged into a fact that means the same, if any (memory_adapters.consolidation)
                 importance = args.get("importance")
                 fact = yield from consolidated_put(
-                    facts, args["key"], args["value"], importance, writer
+                    facts, args["key"], args["value"], importance, writer, rewrite=True
                 )
                 return json.dumps({"saved": fact.key, "version": fact.version})
             if name == "recall_memory":

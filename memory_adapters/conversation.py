@@ -323,9 +323,9 @@ class Conversation:
         return drive_sync(self._clear(), self._memory.store, self._memory.hooks)
 
     def _clear(self) -> Plan[int]:
-        last: int = yield StoreCall("last_seq", (self.key,))
         deleted: int = yield StoreCall("delete_conversation", (self.key,))
-        yield from delete_plan(self.scope.namespace, self.key, last)
+        # seqs are gapless from 1: the messages that went are seqs 1..deleted
+        yield from delete_plan(self.scope.namespace, self.key, deleted)
         return deleted
 
     def search(

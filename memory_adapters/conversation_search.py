@@ -129,7 +129,7 @@ def indexed_text(message: Message, tools: bool) -> str:
 
 def doc_text(text: str, before: str) -> str:
     """A document's text: the message's, then the end of the message before it."""
-    if not before:
+    if not before or CONTEXT_CHARS <= 0:
         return bound_search_text(text)
     context = before[-CONTEXT_CHARS:]
     cut = context.find(" ") if len(before) > CONTEXT_CHARS else -1

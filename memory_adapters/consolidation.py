@@ -9,8 +9,10 @@ proposes — the ``save_memory`` tool's, and the extractor's ``add`` and ``updat
   history);
 * else, a fact of the same scope that **means the same** is updated instead of adding a
   second: with an embedder, the nearest fact whose vector is at least
-  :func:`duplicate_similarity` similar (cosine) to the proposal's; without one, a fact whose
-  value has the same :func:`normalized` text;
+  :func:`duplicate_similarity` similar (cosine) to the proposal's; without one, a fact with
+  the same :func:`comparable` text (its value's words, when the value is a statement of
+  :data:`STATEMENT_WORDS` words or more; else its key's words and its value's: ``has_dog:
+  yes`` is not ``likes_tea: yes``);
 * a proposal whose value is the same normalized text as the fact it would update writes
   nothing (no new version, no history entry); but the ``save_memory`` tool, saving under a key
   that exists, replaces that fact as it always did (a new version).
@@ -48,6 +50,10 @@ DUPLICATE_CANDIDATES = 20
 """Without an embedder, how many of the facts sharing the most words with a proposal are
 compared with it."""
 
+STATEMENT_WORDS = 3
+"""Without an embedder, a value of at least this many words is compared by itself; a shorter
+one ("yes", "oolong") says little without its key, and is compared with it."""
+
 DEFAULT_IMPORTANCE = 0.5
 """The importance of a fact a model adds without saying."""
 
@@ -60,6 +66,15 @@ def normalized(value: Any) -> str:
     from .facts import search_text
 
     return " ".join(_WORDS.findall(search_text("", value).casefold()))
+
+
+def comparable(key: str, value: Any) -> str:
+    """The text two facts are compared by without an embedder: the :func:`normalized` value
+    when it has :data:`STATEMENT_WORDS` words or more, else the key's words and the value's."""
+    text = normalized(value)
+    if len(text.split()) >= STATEMENT_WORDS:
+        return text
+    return " ".join(_WORDS.findall(key.replace("_", " ").casefold())) + " : " + text
 
 
 def duplicate_similarity(embedder: Embedder) -> float:
@@ -87,9 +102,9 @@ def find_duplicate(facts: Facts, key: str, value: Any) -> Plan[tuple[Fact | None
                     return nearest[0], vectors[0]
                 return None, vectors[0]
         # the embedder failed: compare texts, as without one
-    text = normalized(value)
+    text = comparable(key, value)
     terms = query_terms(search_text("", value))
-    if not text or not terms:
+    if not normalized(value) or not terms:
         return None, None
     matches = yield StoreCall("match_terms", (facts.namespace, facts._owner, terms), {})
     scores = bm25(matches, terms)
@@ -97,7 +112,7 @@ def find_duplicate(facts: Facts, key: str, value: Any) -> Plan[tuple[Fact | None
     best = sorted(scores, key=lambda k: order_key(scores[k], *ties[k], k))
     found = yield from facts._facts_of(best[:DUPLICATE_CANDIDATES], scores)
     for fact in found:
-        if normalized(fact.value) == text:
+        if comparable(fact.key, fact.value) == text:
             return fact, None
     return None, None
 

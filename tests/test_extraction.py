@@ -934,12 +934,18 @@ def test_langchain_agent_that_never_saves_still_remembers(
 def test_save_memory_merges_duplicates() -> None:
     memory = Memory("memory://", embed=False)
     with memory.session(user_id="ann"):
-        first = json.loads(memory.tools.call("save_memory", {"key": "tea", "value": "Oolong!"}))
+        said = {"key": "tea", "value": "I like Oolong tea!"}
+        first = json.loads(memory.tools.call("save_memory", said))
         again = json.loads(
-            memory.tools.call("save_memory", {"key": "favourite_tea", "value": "oolong"})
+            memory.tools.call("save_memory", {"key": "favourite_tea", "value": "i like oolong TEA"})
         )
         assert first == {"saved": "tea", "version": 1} and again == first
         assert [f.key for f in memory.facts.all()] == ["tea"]
+        # a short value is compared with its key: these are two facts
+        memory.tools.call("save_memory", {"key": "has_dog", "value": "yes"})
+        memory.tools.call("save_memory", {"key": "likes_cats", "value": "yes"})
+        memory.tools.call("save_memory", {"key": "has dog", "value": "Yes."})
+        assert sorted(f.key for f in memory.facts.all()) == ["has_dog", "likes_cats", "tea"]
         memory.tools.call("save_memory", {"key": "tea", "value": "green", "importance": 0.9})
         fact = memory.facts.get("tea")
         assert fact is not None and fact.value == "green" and fact.importance == 0.9

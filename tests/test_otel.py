@@ -13,6 +13,7 @@ from typing import Any
 import memory_adapters_otel
 import pytest
 from langchain.agents import create_agent
+from langchain_core.tools import tool as lc_tool
 from memory_adapters_langchain import MemoryMiddleware
 from memory_adapters_otel import OpenTelemetry
 from opentelemetry import trace
@@ -30,6 +31,8 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from test_turn_work import Recording
+from test_turn_work import _model as turn_work_model
 
 from memory_adapters import AppendConflict, Memory, Message, ToolArgumentError
 from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
@@ -338,6 +341,60 @@ def test_a_memory_created_before_the_provider_is_traced_once_it_is_configured(
     assert attrs(append)[P + "append.first_seq"] == 5  # after the first, untraced turn
     assert attrs(append)[P + "append.messages"] == 4
     no_content(exporter)
+
+
+def second_turn_store_calls(memory: Memory, store: Recording, framework: str) -> list[Any]:
+    """The store calls of a pydantic-ai or LangChain agent's second turn (its window read
+    with its working memory, then its steps written), as ``tests/test_turn_work.py`` counts
+    them."""
+    if framework == "pydantic-ai":
+        agent = Agent(FunctionModel(turn_work_model))
+
+        @agent.tool_plain
+        def lookup(q: str) -> str:
+            return f"found {q}"
+
+        wrapped = memory.wrap(agent)
+        with memory.session(conversation_id="t"):
+            wrapped.run_sync("first")
+            store.taken()
+            wrapped.run_sync("second")
+            return store.taken()
+
+    @lc_tool
+    def find(q: str) -> str:
+        """Looks up."""
+        return f"found {q}"
+
+    def reply(messages: list[Any]) -> Any:
+        return "done" if len(messages) > 2 else call_tool("find", q="x")
+
+    lc_agent: Any = create_agent(
+        ScriptedChatModel([reply]), tools=[find], middleware=[MemoryMiddleware(memory)]
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    lc_agent.invoke({"messages": [("user", "first")]}, config)
+    store.taken()
+    lc_agent.invoke({"messages": [("user", "second")]}, config)
+    return store.taken()
+
+
+@pytest.mark.parametrize("framework", ["pydantic-ai", "langchain"])
+def test_a_traced_turn_makes_the_store_calls_of_an_untraced_one(
+    framework: str, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """Spans cost no round trip: a turn's reads stay in one batch when its window is observed
+    (the window's ``operation_started`` is called before the batch, not between its reads)."""
+    calls = {}
+    for traced in (False, True):
+        store = Recording()
+        plugins: list[object] = [OpenTelemetry(provider)] if traced else []
+        with Memory(store=store, embed=False, load_entrypoints=False, plugins=plugins) as memory:
+            assert memory.hooks.observes_operations is traced
+            calls[traced] = second_turn_store_calls(memory, store, framework)
+    assert calls[True] == calls[False]
+    assert calls[True][0] == ("batch", ["head_and_tail", "list_facts"])
+    assert len(spans(exporter, "run")) == 2
 
 
 AFTER_THE_FACT = """

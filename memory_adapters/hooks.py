@@ -10,7 +10,7 @@ is configured). Plans ``yield`` the call; the sync or async driver executes it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .asyncs import resolve_async, resolve_sync
@@ -43,6 +43,8 @@ AFTER_COMMIT = frozenset(
 )
 """Hooks that report a write already made, or only observe: their failures warn instead of
 raising."""
+
+OPERATION_HOOKS = ("operation_started", "operation_finished")
 
 
 class Hooks:
@@ -232,8 +234,18 @@ class Hooks:
     def observes_operations(self) -> bool:
         """Whether a plugin observes operations now: ``operation_started`` or
         ``operation_finished`` is :meth:`live`. Asked per operation; when false, the operation
-        is run as it is, with no :class:`~memory_adapters.tracing.Operation` built."""
-        return self.live("operation_started") or self.live("operation_finished")
+        is run as it is, with no :class:`~memory_adapters.tracing.Operation` built. A plugin
+        implementing both hooks is asked once."""
+        pm = self._pm
+        implemented, gates = pm.implemented, pm.gates
+        ask: list[Callable[[], bool]] = []
+        for name in OPERATION_HOOKS:
+            if name in implemented:
+                found = gates.get(name)
+                if found is None:
+                    return True  # a plugin that is always active
+                ask.extend(g for g in found if g not in ask)
+        return bool(ask) and _any_active(ask)
 
     def operation_started(self, operation: Operation) -> HookCall | None:
         """See :func:`memory_adapters.hookspecs.operation_started`."""
@@ -258,7 +270,7 @@ class Hooks:
         )
 
 
-def _any_active(gates: tuple[Callable[[], bool], ...]) -> bool:
+def _any_active(gates: Sequence[Callable[[], bool]]) -> bool:
     """Whether one of the plugins' ``memory_adapters_active()`` returns true. One that raises
     counts as active (its hooks are called, and report their own failures) and is warned of."""
     for gate in gates:

@@ -37,7 +37,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
@@ -418,6 +418,9 @@ def search_plan(
         raise InvalidInput(f"query must be a str, not {type(query).__name__}")
     check_positive_int(limit, "limit")
     check_bool(all_conversations, "all_conversations")
+    if all_conversations and scope.conversation_id is None and scope.user_id is not None:
+        # every conversation of a session's user that names none: only their prefix is used
+        scope = replace(scope, conversation_id="-")
     conversation = scope.conversation_key
     yield from catch_up_plan(memory, scope, all_conversations)
     _, user, conversation_id = parts(conversation)

@@ -246,6 +246,7 @@ class RunLifecycle:
         "_preloaded",
         "_saved",
         "_started",
+        "_started_hook",
         "_steps",
         "extract",
         "memory",
@@ -295,6 +296,7 @@ class RunLifecycle:
         self.result: AppendResult | None = None
         self._closed = False
         self._started = False
+        self._started_hook = False  # run_started was called (not only the run started)
         self._saved: list[Message] = []
         self._steps = itertools.count(1)
         self._preloaded: str | None = None
@@ -338,6 +340,7 @@ class RunLifecycle:
         self._started = True
         step = self.memory.hooks.run_started(self.run)
         if step is not None:
+            self._started_hook = True
             yield step
 
     def _window(self, options: dict[str, Any]) -> Plan[Window]:
@@ -371,7 +374,7 @@ class RunLifecycle:
         error = RunCompleted(mine, self.conversation.conversation_id or "", done.seq, done.message)
         self._closed = True
         if self._started:
-            step = self.memory.hooks.run_failed(self.run, error, [])
+            step = self.memory.hooks.run_failed(self.run, error, [], self._started_hook)
             if step is not None:
                 yield step
         raise error
@@ -498,9 +501,9 @@ class RunLifecycle:
             self.memory.extraction.turn(self.scope, self.conversation)
         hooks = self.memory.hooks
         if error is None:
-            step = hooks.run_finished(self.run, list(self._saved))
+            step = hooks.run_finished(self.run, list(self._saved), self._started_hook)
         else:
-            step = hooks.run_failed(self.run, error, list(self._saved))
+            step = hooks.run_failed(self.run, error, list(self._saved), self._started_hook)
         if step is not None:
             yield step
         return self.result

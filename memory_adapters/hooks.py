@@ -219,3 +219,19 @@ class Hooks:
     ) -> HookCall | None:
         """See :func:`memory_adapters.hookspecs.operation_finished`."""
         return self._step("operation_finished", operation=operation, result=result, error=error)
+
+    # -- the MCP server --------------------------------------------------------------------------
+
+    async def mcp_authenticate(self, token: str, namespace: str) -> Scope | None:
+        """See :func:`memory_adapters.hookspecs.mcp_authenticate`: the scope of the first
+        implementation that answers, awaited; ``None`` when none does."""
+        step = self._step("mcp_authenticate", True, token=token, namespace=namespace)
+        if step is None:
+            return None
+        result: Scope | None = await resolve_async(self.call(step))
+        return result
+
+    @property
+    def authenticates_mcp(self) -> bool:
+        """Whether any plugin implements ``mcp_authenticate``."""
+        return "mcp_authenticate" in self._pm.implemented

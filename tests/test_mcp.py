@@ -38,7 +38,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation, TextContent
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from memory_adapters_mcp import TokenFile, http_app
+from memory_adapters_mcp import MemoryTokenVerifier, TokenFile, http_app
 from memory_adapters_mcp.tokens import digest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -776,3 +776,54 @@ def test_search_conversations_from_a_users_scope_without_a_conversation() -> Non
     assert not any("oolong" in json.dumps(h) for h in found)
     assert math.isfinite(found[0]["score"])
     memory.close()
+
+
+class KeyStore:
+    """A third party's ``mcp_authenticate``: async, from its own store of keys."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+
+    @hookimpl
+    def mcp_authenticate(self, token: str, namespace: str) -> Any:
+        if token not in self.answers:
+            return None
+
+        async def lookup() -> Any:
+            answer = self.answers[token]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        return lookup()
+
+
+def test_a_plugin_maps_tokens_and_whatever_it_gets_wrong_refuses() -> None:
+    plugin = KeyStore(
+        {
+            "key-alice": Scope("tenant", user_id="alice"),
+            "key-conversation": Scope(user_id="alice", conversation_id="c"),
+            "key-fork": Scope(user_id="alice", fork=("f",)),
+            "key-nobody": Scope(),
+            "key-text": "alice",
+            "key-raises": RuntimeError("the key store is down"),
+        }
+    )
+    memory = Memory("memory://", embed=False, plugins=[plugin])
+    assert memory.hooks.authenticates_mcp
+    verifier = MemoryTokenVerifier(memory, "default")
+
+    async def main() -> dict[str, Any]:
+        return {t: await verifier.verify_token(t) for t in [*plugin.answers, "unknown"]}
+
+    access = anyio.run(main)
+    granted = {t: a for t, a in access.items() if a is not None}
+    assert list(granted) == ["key-alice"]
+    token = granted["key-alice"]
+    assert token.claims is not None
+    assert token.claims["memory_adapters.scope"] == Scope("tenant", user_id="alice")
+    assert "key-alice" not in token.model_dump_json()  # the secret is not kept
+    without = Memory("memory://", embed=False, load_entrypoints=False)
+    assert not without.hooks.authenticates_mcp
+    memory.close()
+    without.close()

@@ -44,7 +44,7 @@ from starlette.routing import Route
 from memory_adapters import Memory, Scope, ToolArgumentError, Writer
 from memory_adapters.cli import version
 from memory_adapters.errors import MemoryAdaptersError
-from memory_adapters.validation import MAX_ID_LENGTH
+from memory_adapters.validation import MAX_ID_LENGTH, describe
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def memory_server(memory: Memory, identify: Identify) -> Server[Any]:
         args = params.arguments if params.arguments is not None else {}
         try:
             if params.name not in names:  # a tool the memory does not offer (switched off)
-                raise ToolArgumentError(f"unknown memory tool {params.name!r}")
+                raise ToolArgumentError(f"unknown memory tool {describe(params.name)}")
             text = await run_tool(params.name, args, scope, client_writer(ctx))
         except ToolArgumentError as exc:
             return _tool_error(str(exc))

@@ -36,6 +36,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, ToolMessage
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_types import Implementation, TextContent
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from memory_adapters_mcp import MemoryTokenVerifier, TokenFile, http_app
@@ -430,6 +431,9 @@ def test_two_tokens_never_see_each_others_memory(served: tuple[str, str, list[st
                 seen.append(text(await bob.call_tool(name, args)))
             read = await bob.read_resource("memory://facts")
             seen.append(read.contents[0].text)  # type: ignore[union-attr]
+            for uri in ("memory://facts?user=alice", "memory://facts/alice", "file:///etc/passwd"):
+                with pytest.raises(MCPError):
+                    await bob.read_resource(uri)
         async with http_session(endpoint, TOKENS["alice"]) as alice:
             mine = json.loads(text(await alice.call_tool("recall_memory", {"key": "blend"})))
             assert mine["value"] == "Jasmine Pearl"  # bob's save went to bob's memory

@@ -9,9 +9,10 @@ under it, for the window read, the tool call and the append, with what an operat
 
 Needs: pip install ".[pydantic-ai,offline,otel-sdk]"
 
-Configure tracing before creating the ``Memory``: the plugin adds its hooks to a ``Memory``
-created while a tracer provider is configured (elsewhere it costs nothing). Set
-``MEMORY_ADAPTERS_OTEL_CONTENT=1`` to see message content in the spans too.
+Tracing may be configured before or after the ``Memory`` is created: the plugin traces
+whenever a tracer provider is configured when a run starts (while none is, it is idle and
+costs nothing). Set ``MEMORY_ADAPTERS_OTEL_CONTENT=1`` to see message content in the spans
+too.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 def main() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(formatter=one_line)))
-    trace.set_tracer_provider(provider)  # first tracing, then Memory
+    trace.set_tracer_provider(provider)  # before or after creating the Memory: either works
 
     arg = sys.argv[1] if len(sys.argv) > 1 else None
     url = arg or os.environ.get("MEMORY_ADAPTERS_URL") or DEFAULT_URL

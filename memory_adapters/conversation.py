@@ -71,12 +71,18 @@ if TYPE_CHECKING:
 class Conversation:
     """The conversation log of one scope (namespace, user, conversation id)."""
 
-    __slots__ = ("_memory", "key", "scope")
+    __slots__ = ("_key", "_memory", "scope")
 
     def __init__(self, memory: Memory, scope: Scope) -> None:
         self._memory = memory
         self.scope = scope
-        self.key = scope.conversation_key
+        self._key = scope.conversation_key if scope.conversation_id is not None else None
+
+    @property
+    def key(self) -> str:
+        """The store key of the conversation; :class:`~memory_adapters.errors.NoScope` without
+        a conversation id in scope (only :meth:`search` of ``all_conversations`` needs none)."""
+        return self._key if self._key is not None else self.scope.conversation_key
 
     # -- plans ------------------------------------------------------------------------------
 
@@ -314,9 +320,9 @@ class Conversation:
         return drive_sync(self._clear(), self._memory.store, self._memory.hooks)
 
     def _clear(self) -> Plan[int]:
-        last: int = yield StoreCall("last_seq", (self.key,))
         deleted: int = yield StoreCall("delete_conversation", (self.key,))
-        yield from delete_plan(self.scope.namespace, self.key, last)
+        # seqs are gapless from 1: the messages that went are seqs 1..deleted
+        yield from delete_plan(self.scope.namespace, self.key, deleted)
         return deleted
 
     def search(
@@ -334,6 +340,8 @@ class Conversation:
         every conversation of its user (in its namespace; never another user's). Each
         :class:`~memory_adapters.conversation_search.MessageHit` has the conversation id, the
         seq, the message, when it was stored, its score and its neighbouring messages.
+
+        A session with a user and no conversation may search ``all_conversations``.
 
         ``mode`` and scores are those of :meth:`Facts.search
         <memory_adapters.facts.Facts.search>` (``"hybrid"`` by default with an embedder, else

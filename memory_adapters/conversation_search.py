@@ -37,7 +37,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
@@ -129,7 +129,7 @@ def indexed_text(message: Message, tools: bool) -> str:
 
 def doc_text(text: str, before: str) -> str:
     """A document's text: the message's, then the end of the message before it."""
-    if not before:
+    if not before or CONTEXT_CHARS <= 0:
         return bound_search_text(text)
     context = before[-CONTEXT_CHARS:]
     cut = context.find(" ") if len(before) > CONTEXT_CHARS else -1
@@ -377,20 +377,10 @@ def _mark(
     return fact
 
 
-def search_key(scope: Scope, all_conversations: bool) -> str:
-    """The conversation key a search starts from: the scope's conversation's; for a search of
-    all its user's conversations from a scope with a user and no conversation (the MCP
-    server's), the key of an unnamed conversation of that user (``"<ns>:<user>:"``), whose
-    prefix is all the user's conversations. Raises :class:`~.errors.NoScope` otherwise."""
-    if scope.conversation_id is None and scope.user_id is not None and all_conversations:
-        return f"{quote(scope.namespace, safe='')}:{quote(scope.user_id, safe='')}:"
-    return scope.conversation_key
-
-
 def catch_up_plan(memory: Memory, scope: Scope, all_conversations: bool) -> Plan[int]:
     """Index what is not yet indexed of the conversations a search looks in: the scope's
     conversation, or every conversation of its user."""
-    conversation = search_key(scope, all_conversations)
+    conversation = scope.conversation_key
     _, user, _ = parts(conversation)
     if not all_conversations or user is None:
         return (yield from index_plan(memory, conversation))
@@ -428,7 +418,10 @@ def search_plan(
         raise InvalidInput(f"query must be a str, not {type(query).__name__}")
     check_positive_int(limit, "limit")
     check_bool(all_conversations, "all_conversations")
-    conversation = search_key(scope, all_conversations)
+    if all_conversations and scope.conversation_id is None and scope.user_id is not None:
+        # every conversation of a session's user that names none: only their prefix is used
+        scope = replace(scope, conversation_id="-")
+    conversation = scope.conversation_key
     yield from catch_up_plan(memory, scope, all_conversations)
     _, user, conversation_id = parts(conversation)
     pairs: tuple[tuple[str, Any], ...] = ()

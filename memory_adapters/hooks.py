@@ -2,14 +2,19 @@
 
 Each method returns the :class:`~memory_adapters.steps.HookCall` for one event, or ``None``
 when no plugin implements that hook (so an unused event costs a set lookup and nothing
-else). Plans ``yield`` the call; the sync or async driver executes it.
+else), or when every plugin implementing it says it has nothing to do now (its
+``memory_adapters_active()`` returns false: the OpenTelemetry plugin while no tracer provider
+is configured). Plans ``yield`` the call; the sync or async driver executes it.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .asyncs import resolve_async, resolve_sync
+from .errors import PluginWarning
 from .steps import HookCall
 
 if TYPE_CHECKING:
@@ -39,6 +44,8 @@ AFTER_COMMIT = frozenset(
 """Hooks that report a write already made, or only observe: their failures warn instead of
 raising."""
 
+OPERATION_HOOKS = ("operation_started", "operation_finished")
+
 
 class Hooks:
     """Typed access to the hooks of one plugin manager."""
@@ -52,8 +59,23 @@ class Hooks:
         """Execute a hook call; the results may still be awaitables (see :mod:`.asyncs`)."""
         return getattr(self._pm.hook, step.name)(**step.kwargs)
 
-    def _step(self, name: str, firstresult: bool = False, **kwargs: Any) -> HookCall | None:
-        if name not in self._pm.implemented:
+    def live(self, name: str) -> bool:
+        """Whether hook ``name`` is called now: a plugin implements it and, where each plugin
+        implementing it has a ``memory_adapters_active()`` method, one of them returns true.
+        Asked at every call, never cached, so that a plugin may become active at any time (the
+        OpenTelemetry plugin once a tracer provider is configured)."""
+        pm = self._pm
+        if name not in pm.implemented:
+            return False
+        gates = pm.gates.get(name)
+        return gates is None or _any_active(gates)
+
+    def _step(
+        self, name: str, firstresult: bool = False, *, ungated: bool = False, **kwargs: Any
+    ) -> HookCall | None:
+        """The call of hook ``name``, or ``None`` when it is not :meth:`live`; with
+        ``ungated``, whenever it is implemented (a finishing hook whose start was called)."""
+        if not (name in self._pm.implemented if ungated else self.live(name)):
             return None
         return HookCall(name, kwargs, firstresult, name in AFTER_COMMIT)
 
@@ -118,15 +140,19 @@ class Hooks:
             "before_model_call", run=run, messages=messages, instructions=instructions
         )
 
-    def run_finished(self, run: Run, messages: list[Message]) -> HookCall | None:
-        """See :func:`memory_adapters.hookspecs.run_finished`."""
-        return self._step("run_finished", run=run, messages=messages)
+    def run_finished(
+        self, run: Run, messages: list[Message], started: bool = False
+    ) -> HookCall | None:
+        """See :func:`memory_adapters.hookspecs.run_finished`. ``started``: ``run_started`` was
+        called for this run, so every plugin that saw it sees the end, active now or not."""
+        return self._step("run_finished", ungated=started, run=run, messages=messages)
 
     def run_failed(
-        self, run: Run, error: BaseException, messages: list[Message]
+        self, run: Run, error: BaseException, messages: list[Message], started: bool = False
     ) -> HookCall | None:
-        """See :func:`memory_adapters.hookspecs.run_failed`."""
-        return self._step("run_failed", run=run, error=error, messages=messages)
+        """See :func:`memory_adapters.hookspecs.run_failed` (``started`` as for
+        :meth:`run_finished`)."""
+        return self._step("run_failed", ungated=started, run=run, error=error, messages=messages)
 
     # -- persistence --------------------------------------------------------------------------
 
@@ -206,19 +232,42 @@ class Hooks:
 
     @property
     def observes_operations(self) -> bool:
-        """Whether any plugin implements ``operation_started`` or ``operation_finished``."""
-        implemented = self._pm.implemented
-        return "operation_started" in implemented or "operation_finished" in implemented
+        """Whether a plugin observes operations now: ``operation_started`` or
+        ``operation_finished`` is :meth:`live`. Asked per operation; when false, the operation
+        is run as it is, with no :class:`~memory_adapters.tracing.Operation` built. A plugin
+        implementing both hooks is asked once."""
+        pm = self._pm
+        implemented, gates = pm.implemented, pm.gates
+        ask: list[Callable[[], bool]] = []
+        for name in OPERATION_HOOKS:
+            if name in implemented:
+                found = gates.get(name)
+                if found is None:
+                    return True  # a plugin that is always active
+                ask.extend(g for g in found if g not in ask)
+        return bool(ask) and _any_active(ask)
 
     def operation_started(self, operation: Operation) -> HookCall | None:
         """See :func:`memory_adapters.hookspecs.operation_started`."""
         return self._step("operation_started", operation=operation)
 
     def operation_finished(
-        self, operation: Operation, result: Any, error: BaseException | None
+        self,
+        operation: Operation,
+        result: Any,
+        error: BaseException | None,
+        started: bool = False,
     ) -> HookCall | None:
-        """See :func:`memory_adapters.hookspecs.operation_finished`."""
-        return self._step("operation_finished", operation=operation, result=result, error=error)
+        """See :func:`memory_adapters.hookspecs.operation_finished`. ``started``:
+        ``operation_started`` was called for it, so every plugin that saw the start sees the
+        end, active now or not."""
+        return self._step(
+            "operation_finished",
+            ungated=started,
+            operation=operation,
+            result=result,
+            error=error,
+        )
 
     # -- the MCP server --------------------------------------------------------------------------
 
@@ -234,4 +283,22 @@ class Hooks:
     @property
     def authenticates_mcp(self) -> bool:
         """Whether any plugin implements ``mcp_authenticate``."""
-        return "mcp_authenticate" in self._pm.implemented
+        return self.live("mcp_authenticate")
+
+
+def _any_active(gates: Sequence[Callable[[], bool]]) -> bool:
+    """Whether one of the plugins' ``memory_adapters_active()`` returns true. One that raises
+    counts as active (its hooks are called, and report their own failures) and is warned of."""
+    for gate in gates:
+        try:
+            if gate():
+                return True
+        except Exception as exc:
+            warnings.warn(
+                f"memory_adapters_active() of plugin {gate!r} raised {type(exc).__name__}: "
+                f"{exc}; its hooks are called as if it were active",
+                PluginWarning,
+                stacklevel=2,
+            )
+            return True
+    return False

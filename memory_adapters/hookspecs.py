@@ -19,6 +19,19 @@ return ``None`` when it does not, or an awaitable of its answer when it does.
 
 **Cost.** A hook with no implementation is not called at all: the host keeps the set of
 implemented hooks and skips the rest, so an unused event costs one set lookup.
+
+**Idle plugins.** A plugin that has nothing to do until something is configured (the
+OpenTelemetry plugin, until a tracer provider is) may have a method
+``memory_adapters_active() -> bool``, not a hook. Before it calls a hook that only such
+plugins implement, the host asks their ``memory_adapters_active()`` and calls the hook only
+when one of them returns true; when none does, the event costs what an unimplemented one
+does (no :class:`~memory_adapters.tracing.Operation` is built for ``operation_started``).
+It is asked at every call and never cached, so it must be cheap, and the plugin may become
+active at any time. A hook that some other plugin implements too is called as usual, so the
+plugin's implementations must still return at once when it is idle. ``operation_finished``,
+``run_finished`` and ``run_failed`` reach every plugin that got the matching start, active by
+then or not. A ``memory_adapters_active()`` that raises counts as true, with a
+:class:`~memory_adapters.errors.PluginWarning`.
 """
 
 from __future__ import annotations

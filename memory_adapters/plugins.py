@@ -38,6 +38,12 @@ ENV_PLUGINS = "MEMORY_ADAPTERS_PLUGINS"
 COMPANIONS = "memory_adapters_plugins"
 """A plugin's optional function returning more plugin objects to register with it, asked once
 per plugin manager as it loads the plugin."""
+ACTIVE = "memory_adapters_active"
+"""A plugin's optional method saying, each time the host is about to call a hook, whether the
+plugin has anything to do now (see :attr:`PluginManager.gates`)."""
+
+Gates = dict[str, tuple[Callable[[], bool], ...]]
+"""Hook name -> the ``memory_adapters_active`` methods of the plugins implementing it."""
 
 CORE_PLUGINS: tuple[str, ...] = (
     "memory_adapters.tokens",
@@ -178,7 +184,7 @@ class PluginManager(pluggy.PluginManager):
         self._want_entrypoints = load_entrypoints
         self._lock = threading.RLock()
         self._entrypoints_loaded = False
-        self._implemented: frozenset[str] | None = None
+        self._implemented: tuple[frozenset[str], Gates] | None = None
         self._registries: Registries | None = None
         self.distinfo: dict[str, tuple[str | None, str | None]] = {}
         for module in CORE_PLUGINS:
@@ -206,8 +212,8 @@ class PluginManager(pluggy.PluginManager):
     def _register_companions(self, lp: LoadedPlugin) -> None:
         """Register what the plugin's ``memory_adapters_plugins()`` returns, if it has one:
         objects it decides to add to this plugin manager when it is loaded (the OpenTelemetry
-        plugin adds its span hooks only where a tracer provider is configured, so that it
-        costs nothing elsewhere). They are named ``<plugin>.<n>``."""
+        plugin adds its span hooks where ``opentelemetry-api`` is installed). They are named
+        ``<plugin>.<n>``."""
         make = getattr(lp.plugin, COMPANIONS, None)
         if not callable(make):
             return
@@ -238,16 +244,35 @@ class PluginManager(pluggy.PluginManager):
     @property
     def implemented(self) -> frozenset[str]:
         """Names of the hooks that have at least one implementation."""
-        impl = self._implemented
-        if impl is None:
+        return self._hook_info()[0]
+
+    @property
+    def gates(self) -> Gates:
+        """For each hook implemented only by plugins that have a ``memory_adapters_active()``
+        method (:data:`ACTIVE`), those methods: the host calls such a hook only when one of
+        them returns true at the time (see :meth:`memory_adapters.hooks.Hooks.live`). A hook
+        that any other plugin implements is not listed: it is always called."""
+        return self._hook_info()[1]
+
+    def _hook_info(self) -> tuple[frozenset[str], Gates]:
+        info = self._implemented
+        if info is None:
             self.ensure_loaded()
-            impl = frozenset(
-                name
-                for name, caller in vars(self.hook).items()
-                if isinstance(caller, pluggy.HookCaller) and caller.get_hookimpls()
-            )
-            self._implemented = impl
-        return impl
+            implemented: set[str] = set()
+            gates: Gates = {}
+            for name, caller in vars(self.hook).items():
+                if not isinstance(caller, pluggy.HookCaller):
+                    continue
+                impls = caller.get_hookimpls()
+                if not impls:
+                    continue
+                implemented.add(name)
+                found = [_gate(impl.plugin) for impl in impls]
+                if all(g is not None for g in found):
+                    gates[name] = tuple(dict.fromkeys(g for g in found if g is not None))
+            info = (frozenset(implemented), gates)
+            self._implemented = info
+        return info
 
     @property
     def registries(self) -> Registries:
@@ -311,6 +336,15 @@ class PluginManager(pluggy.PluginManager):
                 version = _version()
             out.append({"name": name, "distribution": dist, "version": version, "hooks": hooks})
         return out
+
+
+def _gate(plugin: object) -> Callable[[], bool] | None:
+    """The plugin's ``memory_adapters_active`` method, or ``None`` when it has none."""
+    try:
+        gate = getattr(plugin, ACTIVE, None)
+    except Exception:  # a module's __getattr__ that raises something else: no gate
+        return None
+    return gate if callable(gate) else None
 
 
 def _version() -> str | None:

@@ -245,6 +245,7 @@ class RunLifecycle:
         "_preloaded",
         "_saved",
         "_started",
+        "_started_hook",
         "_steps",
         "memory",
         "merge",
@@ -289,6 +290,7 @@ class RunLifecycle:
         self.result: AppendResult | None = None
         self._closed = False
         self._started = False
+        self._started_hook = False  # run_started was called (not only the run started)
         self._saved: list[Message] = []
         self._steps = itertools.count(1)
         self._preloaded: str | None = None
@@ -332,6 +334,7 @@ class RunLifecycle:
         self._started = True
         step = self.memory.hooks.run_started(self.run)
         if step is not None:
+            self._started_hook = True
             yield step
 
     def _window(self, options: dict[str, Any]) -> Plan[Window]:
@@ -365,7 +368,7 @@ class RunLifecycle:
         error = RunCompleted(mine, self.conversation.conversation_id or "", done.seq, done.message)
         self._closed = True
         if self._started:
-            step = self.memory.hooks.run_failed(self.run, error, [])
+            step = self.memory.hooks.run_failed(self.run, error, [], self._started_hook)
             if step is not None:
                 yield step
         raise error
@@ -487,9 +490,9 @@ class RunLifecycle:
             self.memory.conversation_index.submit(self.conversation.conversation_key)
         hooks = self.memory.hooks
         if error is None:
-            step = hooks.run_finished(self.run, list(self._saved))
+            step = hooks.run_finished(self.run, list(self._saved), self._started_hook)
         else:
-            step = hooks.run_failed(self.run, error, list(self._saved))
+            step = hooks.run_failed(self.run, error, list(self._saved), self._started_hook)
         if step is not None:
             yield step
         return self.result

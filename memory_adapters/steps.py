@@ -100,10 +100,12 @@ def one_call(call: StoreCall) -> Plan[Any]:
 def gather(*plans: Plan[Any]) -> Plan[list[Any]]:
     """Run ``plans`` side by side; return their results, in order.
 
-    Each round, every plan still going is advanced to its next step: their store calls (and
-    the calls of their own batches) are made as one :class:`StoreBatch`, any other step (a
-    hook, an embedding) on its own. So the
-    first reads of independent plans share one round trip, and so do their second ones."""
+    Each round, every plan still going is advanced to its next store call: any other step (a
+    hook, an embedding) is made on its own, before the round's store calls. Then their store
+    calls (and the calls of their own batches) are made as one :class:`StoreBatch`. So the
+    first reads of independent plans share one round trip, and so do their second ones, even
+    where one plan calls a hook before it reads (a window observed by a tracing plugin starts
+    with ``operation_started``) and the others do not."""
     results: list[Any] = [None] * len(plans)
     pending: dict[int, Step] = {}
     for i, plan in enumerate(plans):
@@ -112,6 +114,19 @@ def gather(*plans: Plan[Any]) -> Plan[list[Any]]:
         except StopIteration as stop:
             results[i] = stop.value
     while pending:
+        for i in list(pending):  # hooks and embeddings first: each plan to its store call
+            s = pending[i]
+            try:
+                while not isinstance(s, StoreCall | StoreBatch):
+                    answer = yield s
+                    s = plans[i].send(answer)
+            except StopIteration as stop:
+                results[i] = stop.value
+                del pending[i]
+            else:
+                pending[i] = s
+        if not pending:
+            break
         answers: dict[int, Any] = {}
         calls: list[tuple[int, StoreCall]] = []  # a plan's own batch joins the round's batch
         for i, s in pending.items():
@@ -129,9 +144,6 @@ def gather(*plans: Plan[Any]) -> Plan[list[Any]]:
                     answers[i].append(value)
                 else:
                     answers[i] = value
-        for i, s in pending.items():
-            if not isinstance(s, StoreCall | StoreBatch):
-                answers[i] = yield s
         for i in list(pending):
             try:
                 pending[i] = plans[i].send(answers[i])

@@ -3,8 +3,10 @@
 A tracing, metrics or logging plugin needs to know when memory's work on a window, an append,
 a fact search or a memory tool call begins and ends, with what it was asked and what came of
 it. :func:`traced` wraps an operation's plan (see :mod:`.steps`) between the two hooks. When no
-plugin implements either hook it returns the plan itself: the operation costs one set lookup
-more, and no :class:`Operation` is built.
+plugin observes operations now (none implements either hook, or each that does says through
+its ``memory_adapters_active()`` that it has nothing to do, as the OpenTelemetry plugin does
+while no tracer provider is configured) it returns the plan itself: the operation costs a set
+lookup or two more (and those plugins' checks), and no :class:`Operation` is built.
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ def traced(
     content: dict[str, Any] | None = None,
 ) -> Plan[T]:
     """``plan`` between the ``operation_started`` and ``operation_finished`` hooks, or ``plan``
-    itself when no plugin implements them. ``run`` defaults to the run active in this context
-    (:func:`~memory_adapters.run.active_run`)."""
+    itself when no plugin observes operations now. ``run`` defaults to the run active in this
+    context (:func:`~memory_adapters.run.active_run`)."""
     hooks = memory.hooks
     if not hooks.observes_operations:
         return plan
@@ -94,6 +96,7 @@ def traced(
 def _traced(memory: Memory, op: Operation, plan: Plan[T]) -> Plan[T]:
     hooks = memory.hooks
     step = hooks.operation_started(op)
+    started = step is not None
     if step is not None:
         yield step
     try:
@@ -101,11 +104,11 @@ def _traced(memory: Memory, op: Operation, plan: Plan[T]) -> Plan[T]:
     except GeneratorExit:
         raise
     except Exception as exc:
-        step = hooks.operation_finished(op, None, exc)
+        step = hooks.operation_finished(op, None, exc, started)
         if step is not None:
             yield step
         raise
-    step = hooks.operation_finished(op, result, None)
+    step = hooks.operation_finished(op, result, None, started)
     if step is not None:
         yield step
     return result

@@ -17,7 +17,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from memory_adapters import Memory, Message, ToolArgumentError
+from memory_adapters import Memory, Message, NoScope, ToolArgumentError
 from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
 from memory_adapters.tools import SEARCH_CONVERSATIONS
 
@@ -151,5 +151,20 @@ def test_the_tool_returns_nothing_below_the_floor() -> None:
                 json.loads(memory.tools.call("search_conversations", {"query": "rocket fuel"}))
                 == []
             )
+    finally:
+        memory.close()
+
+
+def test_a_session_with_a_user_and_no_conversation_searches_all_of_them() -> None:
+    memory = Memory("memory://", embed=False)
+    try:
+        for conversation in ("c1", "c2"):
+            with memory.session(user_id="alice", conversation_id=conversation):
+                memory.conversation.append([Message("user", f"the contractor of {conversation}")])
+        with memory.session(user_id="alice"):
+            hits = memory.conversation.search("contractor", all_conversations=True, limit=5)
+            assert sorted(h.conversation_id for h in hits) == ["c1", "c2"]
+            with pytest.raises(NoScope):
+                memory.conversation.search("contractor")  # which conversation?
     finally:
         memory.close()

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from memory_adapters import Fact, Memory, Message, Record, Scope, hookimpl
+from memory_adapters import Fact, Memory, Message, PluginWarning, Record, Scope, hookimpl
+from memory_adapters.tracing import Operation
 from memory_adapters.window import Window
 from memory_adapters.working import MergeReport
 
@@ -152,6 +153,98 @@ def test_unimplemented_hooks_are_never_called(memory: Memory) -> None:
     assert "before_save" in memory.pm.implemented
     memory.unregister(name="redact")
     assert "before_save" not in memory.pm.implemented
+
+
+class Idle:
+    """Observes operations only while ``active`` (as the OpenTelemetry plugin does while a
+    tracer provider is configured): ``memory_adapters_active()`` is asked before each call."""
+
+    def __init__(self, active: bool = False) -> None:
+        self.active = active
+        self.asked = 0
+        self.events: list[tuple[str, str]] = []
+
+    def memory_adapters_active(self) -> bool:
+        self.asked += 1
+        return self.active
+
+    @hookimpl
+    def operation_started(self, operation: Operation) -> None:
+        self.events.append(("started", operation.name))
+
+    @hookimpl
+    def operation_finished(self, operation: Operation) -> None:
+        self.events.append(("finished", operation.name))
+
+    @hookimpl
+    def after_save(self, records: list[Record]) -> None:
+        self.events.append(("after_save", str(len(records))))
+
+
+class Watch:
+    """Observes operations always: it has no ``memory_adapters_active()``."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    @hookimpl
+    def operation_started(self, operation: Operation) -> None:
+        self.events.append(operation.name)
+
+
+def test_an_idle_plugins_hooks_are_not_called_until_it_says_it_is_active(memory: Memory) -> None:
+    idle = Idle()
+    memory.register(idle)
+    with memory.session(conversation_id="c"):
+        memory.conversation.append([Message.user("x")])
+        assert not memory.hooks.observes_operations
+        assert idle.events == [] and idle.asked > 0
+        idle.active = True  # asked at each operation: nothing about it is cached
+        assert memory.hooks.observes_operations
+        memory.conversation.append([Message.user("y")])
+        idle.active = False
+        memory.conversation.window()
+    assert idle.events == [("started", "append"), ("after_save", "1"), ("finished", "append")]
+
+
+def test_an_idle_plugin_that_started_an_operation_sees_it_finish(memory: Memory) -> None:
+    idle = Idle(active=True)
+
+    class GoIdle:
+        @hookimpl
+        def before_save(self) -> None:  # inside the append, after operation_started
+            idle.active = False
+
+    memory.register(idle)
+    memory.register(GoIdle())
+    with memory.session(conversation_id="c"):
+        memory.conversation.append([Message.user("x")])
+    assert idle.events == [("started", "append"), ("finished", "append")]
+
+
+def test_an_idle_plugins_hooks_are_called_with_an_always_active_ones(memory: Memory) -> None:
+    idle, watch = Idle(), Watch()
+    memory.register(idle)
+    memory.register(watch)
+    with memory.session(conversation_id="c"):
+        memory.conversation.append([Message.user("x")])
+    assert watch.events == ["append"]
+    assert idle.events[0] == ("started", "append")  # the call goes to every implementation
+
+
+def test_an_active_check_that_raises_counts_as_active_and_warns(memory: Memory) -> None:
+    class Broken(Idle):
+        def memory_adapters_active(self) -> bool:
+            raise RuntimeError("cannot tell")
+
+    broken = Broken()
+    memory.register(broken)
+    with (
+        memory.session(conversation_id="c"),
+        pytest.warns(PluginWarning, match="cannot tell"),
+    ):
+        memory.conversation.append([Message.user("x")])
+    assert ("started", "append") in broken.events
 
 
 class FixedCounter:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -138,10 +139,15 @@ def memory(backend: Backend) -> Memory:
 _INSIDE: contextvars.ContextVar[bool] = contextvars.ContextVar("inside_store_call", default=False)
 
 
+WORKER = "memory-adapters-worker"
+"""The thread of the Memory's background work (indexing turns for conversation search): its
+calls are not the turn's."""
+
+
 class StoreCalls:
     """Wraps a store's conversation methods (sync and async) and records each call the core
     makes, by name; calls a store method makes to another (a default ``ahead_and_tail`` running
-    ``head_and_tail`` in a thread) are not counted again."""
+    ``head_and_tail`` in a thread) are not counted again, nor the worker's."""
 
     READS = ("tail", "head_and_tail", "read", "last_seq", "latest_summary")
     WRITES = ("append", "delete_conversation", "put_summary")
@@ -159,7 +165,7 @@ class StoreCalls:
 
             @functools.wraps(method)
             async def acall(*args: Any, **kwargs: Any) -> Any:
-                if _INSIDE.get():
+                if _INSIDE.get() or threading.current_thread().name == WORKER:
                     return await method(*args, **kwargs)
                 token = _INSIDE.set(True)
                 try:
@@ -173,7 +179,7 @@ class StoreCalls:
 
             @functools.wraps(method)
             def call(*args: Any, **kwargs: Any) -> Any:
-                if _INSIDE.get():
+                if _INSIDE.get() or threading.current_thread().name == WORKER:
                     return method(*args, **kwargs)
                 token = _INSIDE.set(True)
                 try:

@@ -5,12 +5,15 @@ memory tool calls; their attributes and parents; no content unless asked for."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import memory_adapters_otel
 import pytest
 from langchain.agents import create_agent
+from langchain_core.tools import tool as lc_tool
 from memory_adapters_langchain import MemoryMiddleware
 from memory_adapters_otel import OpenTelemetry
 from opentelemetry import trace
@@ -28,6 +31,8 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from test_turn_work import Recording
+from test_turn_work import _model as turn_work_model
 
 from memory_adapters import AppendConflict, Memory, Message, ToolArgumentError
 from memory_adapters.testing.langchain import ScriptedChatModel, call_tool
@@ -269,14 +274,183 @@ def test_content_only_when_asked(
 # -- cost and activation ---------------------------------------------------------------------------
 
 
-def test_no_hooks_without_a_tracer_provider() -> None:
+def test_no_hook_is_called_without_a_tracer_provider(exporter: InMemorySpanExporter) -> None:
     """With no tracer provider configured (the tests configure none globally), the built-in
-    plugin adds no hook: memory does no telemetry work at all."""
+    plugin is there but idle: none of its hooks is called and no operation is observed, so a
+    turn does no telemetry work at all (tests/test_turn_work.py counts its store calls)."""
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-    assert memory_adapters_otel.memory_adapters_plugins() == []
+    (plugin,) = memory_adapters_otel.memory_adapters_plugins()
+    assert isinstance(plugin, OpenTelemetry)
+    assert not plugin.memory_adapters_active()
+    assert plugin.tracer() is None
+    called: list[str] = []
     with Memory("memory://", embed=False) as memory:
+        assert memory.pm.has_plugin("otel.1")
         assert not memory.hooks.observes_operations
-        assert "run_started" not in memory.pm.implemented
+        undo = memory.pm.add_hookcall_monitoring(
+            lambda name, impls, kwargs: called.append(name), lambda *args: None
+        )
+        agent = memory.wrap(Agent(FunctionModel(save_then_answer)))
+        with memory.session(user_id="ann", conversation_id="c1"):
+            assert agent.run_sync("Remember my tea").output == "Noted."
+            memory.facts.search("tea")
+        undo()
+    assert not {"run_started", "run_finished", "operation_started", "operation_finished"} & set(
+        called
+    )
+    assert spans(exporter) == []
+
+
+def pydantic_ai_turns(memory: Memory, prompts: list[str]) -> list[str]:
+    agent = memory.wrap(Agent(FunctionModel(save_then_answer)))
+    with memory.session(user_id="ann", conversation_id="c1"):
+        return [agent.run_sync(prompt).output for prompt in prompts]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_memory_created_before_the_provider_is_traced_once_it_is_configured(
+    kind: str,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+) -> None:
+    """Tracing attaches whenever a provider is there when a run starts, not only to a
+    ``Memory`` created after it was configured (issue 27, item 15). The global provider can be
+    set once per process: here ``get_tracer_provider`` is patched (the subprocess test below
+    sets it for real)."""
+    url = "memory://" if kind == "memory" else f"sqlite:///{tmp_path / 'otel.db'}"
+    with Memory(url, embed=False) as memory:
+        assert pydantic_ai_turns(memory, ["Remember my tea"]) == ["Noted."]
+        assert spans(exporter) == []
+        assert not memory.hooks.observes_operations
+        monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+        assert memory.hooks.observes_operations
+        assert pydantic_ai_turns(memory, ["Remember it again"]) == ["Noted."]
+    run = only(exporter, "run")
+    a = attrs(run)
+    assert a[P + "run.framework"] == "pydantic-ai"
+    assert a[P + "conversation"] == "default:ann:c1"
+    assert a[P + "store"] == kind
+    assert a[P + "run.messages"] == 4
+    window, tool, append = (only(exporter, name) for name in ("window", "tool", "append"))
+    for child in (window, tool, append):
+        assert parent_id(child) == run.context.span_id
+        assert attrs(child)[P + "run.id"] == a[P + "run.id"]
+    assert attrs(window)[P + "window.messages"] == 4  # the first turn, read back
+    assert attrs(append)[P + "append.first_seq"] == 5  # after the first, untraced turn
+    assert attrs(append)[P + "append.messages"] == 4
+    no_content(exporter)
+
+
+def second_turn_store_calls(memory: Memory, store: Recording, framework: str) -> list[Any]:
+    """The store calls of a pydantic-ai or LangChain agent's second turn (its window read
+    with its working memory, then its steps written), as ``tests/test_turn_work.py`` counts
+    them."""
+    if framework == "pydantic-ai":
+        agent = Agent(FunctionModel(turn_work_model))
+
+        @agent.tool_plain
+        def lookup(q: str) -> str:
+            return f"found {q}"
+
+        wrapped = memory.wrap(agent)
+        with memory.session(conversation_id="t"):
+            wrapped.run_sync("first")
+            store.taken()
+            wrapped.run_sync("second")
+            return store.taken()
+
+    @lc_tool
+    def find(q: str) -> str:
+        """Looks up."""
+        return f"found {q}"
+
+    def reply(messages: list[Any]) -> Any:
+        return "done" if len(messages) > 2 else call_tool("find", q="x")
+
+    lc_agent: Any = create_agent(
+        ScriptedChatModel([reply]), tools=[find], middleware=[MemoryMiddleware(memory)]
+    )
+    config = {"configurable": {"thread_id": "t"}}
+    lc_agent.invoke({"messages": [("user", "first")]}, config)
+    store.taken()
+    lc_agent.invoke({"messages": [("user", "second")]}, config)
+    return store.taken()
+
+
+@pytest.mark.parametrize("framework", ["pydantic-ai", "langchain"])
+def test_a_traced_turn_makes_the_store_calls_of_an_untraced_one(
+    framework: str, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """Spans cost no round trip: a turn's reads stay in one batch when its window is observed
+    (the window's ``operation_started`` is called before the batch, not between its reads)."""
+    calls = {}
+    for traced in (False, True):
+        store = Recording()
+        plugins: list[object] = [OpenTelemetry(provider)] if traced else []
+        with Memory(store=store, embed=False, load_entrypoints=False, plugins=plugins) as memory:
+            assert memory.hooks.observes_operations is traced
+            calls[traced] = second_turn_store_calls(memory, store, framework)
+    assert calls[True] == calls[False]
+    assert calls[True][0] == ("batch", ["head_and_tail", "list_facts"])
+    assert len(spans(exporter, "run")) == 2
+
+
+AFTER_THE_FACT = """
+import json
+import sys
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+
+from memory_adapters import Memory
+
+
+def model(messages, info):  # save a fact with the memory tool, then answer
+    last = messages[-1]
+    if isinstance(last, ModelRequest) and last.parts[-1].part_kind == "tool-return":
+        return ModelResponse(parts=[TextPart("Noted.")])
+    return ModelResponse(parts=[ToolCallPart("save_memory", {"key": "tea", "value": "oolong"})])
+
+
+memory = Memory(sys.argv[1], embed=False)  # created before any tracer provider is configured
+agent = memory.wrap(Agent(FunctionModel(model)))
+exporter = InMemorySpanExporter()
+with memory.session(user_id="ann", conversation_id="c1"):
+    agent.run_sync("before")
+    before = [span.name for span in exporter.get_finished_spans()]
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)  # the real global, set once in this process
+    agent.run_sync("after")
+after = [span.name for span in exporter.get_finished_spans()]
+memory.close()
+print(json.dumps({"before": before, "after": after}))
+"""
+
+
+def test_a_tracer_provider_set_globally_after_the_memory_is_created_gets_spans(
+    tmp_path: Any,
+) -> None:
+    """``trace.set_tracer_provider`` for real (it works once per process, so in a process of
+    its own), after the ``Memory`` was created and had run a turn untraced."""
+    url = f"sqlite:///{tmp_path / 'otel.db'}"
+    done = subprocess.run(
+        [sys.executable, "-c", AFTER_THE_FACT, url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["before"] == []
+    assert got["after"] == [P + name for name in ("window", "tool", "append", "run")]
 
 
 def test_the_built_in_plugin_traces_with_the_global_provider(

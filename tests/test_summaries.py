@@ -40,7 +40,7 @@ from memory_adapters import (
     hookimpl,
 )
 from memory_adapters.steps import StoreCall
-from memory_adapters.summaries import CallableSummarizer, render_messages
+from memory_adapters.summaries import CallableSummarizer, SummaryDue, render_messages
 from memory_adapters.testing.langchain import ScriptedChatModel
 from memory_adapters.window import SUMMARY_PREFIX, Window
 
@@ -521,7 +521,9 @@ def test_close_without_a_timeout_waits_for_the_summaries() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert summaries.close(timeout=None) == []
-    assert summaries.calls == 1 and summaries.failures == 0
+    # one summary, or more when the turns outlast the first (a slow machine): none abandoned
+    assert summaries.calls >= 1 and summaries.failures == 0
+    assert not memory.worker.busy_with(SummaryDue)
     memory.close()
 
 

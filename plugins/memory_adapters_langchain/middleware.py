@@ -488,7 +488,7 @@ class MemoryMiddleware(AgentMiddleware[MemoryState, Any]):
         fragments: list[str] = yield from lifecycle._fragments(
             prompt or None, self.use_tools, self.preload_facts, self.working
         )
-        if "before_model_call" in self.memory.pm.implemented:
+        if self.memory.hooks.live("before_model_call"):
             neutral = to_messages(messages)
             before = [m.to_dict() for m in neutral]
             yield from lifecycle._before_model_call(neutral, fragments)

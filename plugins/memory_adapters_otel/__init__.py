@@ -11,11 +11,15 @@ an error sets the span's status) and never message content or fact values, unles
 operator asks for them: ``Memory(telemetry_content=True)`` or
 ``MEMORY_ADAPTERS_OTEL_CONTENT=1``.
 
-The span hooks are added to a ``Memory`` when it is created with a tracer provider
-configured (``opentelemetry.trace.set_tracer_provider``, or an SDK's setup such as
-``logfire.configure()``): configure tracing first, then create the ``Memory``. Where no
-provider is configured, or ``opentelemetry-api`` is not installed, the plugin adds no hook at
-all, so it costs nothing. To trace one ``Memory`` with a provider of its own, register
+Where ``opentelemetry-api`` is installed, the span hooks are on every ``Memory`` and trace
+with the global tracer provider (``opentelemetry.trace.set_tracer_provider``, or an SDK's setup
+such as ``logfire.configure()``) whenever one is configured when a run or an operation starts:
+tracing may be configured before or after the ``Memory`` is created. The provider is looked up
+at each run and operation, and nothing about it is kept that would stop a later one from
+being used. While none is configured the hooks are not called at all (the plugin's
+``memory_adapters_active()`` says it has nothing to do), so a turn costs what it costs without
+the plugin: the same store calls, its reads in one batch. Without ``opentelemetry-api`` the
+plugin adds no hook. To trace one ``Memory`` with a provider of its own, register
 :class:`OpenTelemetry` yourself::
 
     memory = Memory(url, plugins=[OpenTelemetry(tracer_provider=provider)])
@@ -44,14 +48,15 @@ def _has_otel() -> bool:
 
 
 def memory_adapters_plugins() -> list[object]:
-    """The span hooks for a ``Memory`` being created: an :class:`OpenTelemetry` plugin when
-    ``opentelemetry-api`` is installed and a tracer provider is configured, else nothing."""
+    """The span hooks for a ``Memory`` being created: an :class:`OpenTelemetry` plugin on the
+    global tracer provider when ``opentelemetry-api`` is installed, else nothing. It is active
+    whenever a provider is configured when a run or an operation starts, configured before the
+    ``Memory`` was created or after, and idle (its hooks not called) while none is."""
     if not _has_otel():
         return []
     from .spans import OpenTelemetry
 
-    plugin = OpenTelemetry()
-    return [plugin] if plugin.tracer() is not None else []
+    return [OpenTelemetry()]
 
 
 def __getattr__(name: str) -> Any:

@@ -35,6 +35,9 @@ never change the current span: each is a child of the operation or run it belong
 MAX_CONTENT = 16_384
 """Characters of content kept in one attribute (when content is asked for)."""
 
+_UNCONFIGURED = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+"""What ``get_tracer_provider()`` returns while no provider is configured (or a no-op one)."""
+
 _OPEN: contextvars.ContextVar[Span | None] = contextvars.ContextVar(
     "memory_adapters.otel.open", default=None
 )
@@ -47,12 +50,20 @@ class OpenTelemetry:
     calls (see :mod:`memory_adapters_otel`).
 
     ``tracer_provider`` is the provider to use; ``None`` uses the global one
-    (``opentelemetry.trace.set_tracer_provider``) and emits nothing until one is configured.
+    (``opentelemetry.trace.set_tracer_provider``), looked up at every operation: nothing is
+    emitted while none is configured, and spans from the first operation after one is,
+    whenever the ``Memory`` was created.
     """
 
     def __init__(self, tracer_provider: trace.TracerProvider | None = None) -> None:
         self._provider = tracer_provider
         self._cached: tuple[trace.TracerProvider, trace.Tracer] | None = None
+
+    def memory_adapters_active(self) -> bool:
+        """Whether a tracer provider is configured now (asked by the host before it calls
+        these hooks, at every run and operation: while this says false, they are not called
+        and memory builds nothing for them)."""
+        return not isinstance(self._provider or trace.get_tracer_provider(), _UNCONFIGURED)
 
     def tracer(self) -> trace.Tracer | None:
         """The tracer to use, or ``None`` when no tracer provider is configured."""
@@ -60,7 +71,7 @@ class OpenTelemetry:
         cached = self._cached
         if cached is not None and cached[0] is provider:
             return cached[1]
-        if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        if isinstance(provider, _UNCONFIGURED):
             return None  # nothing configured: no spans, no work
         tracer = provider.get_tracer(TRACER_NAME, _version())
         self._cached = (provider, tracer)

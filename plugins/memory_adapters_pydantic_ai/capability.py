@@ -403,10 +403,10 @@ class MemoryCapability(AbstractCapability[AgentDepsT]):
     async def before_model_request(
         self, ctx: RunContext[AgentDepsT], request_context: ModelRequestContext
     ) -> ModelRequestContext:
-        """Run the ``before_model_call`` hook (only when a plugin implements it)."""
+        """Run the ``before_model_call`` hook (only when a plugin implements it and is active)."""
         self._live = ctx.messages
         lifecycle = self._lifecycle
-        if lifecycle is None or "before_model_call" not in self.memory.pm.implemented:
+        if lifecycle is None or not self.memory.hooks.live("before_model_call"):
             return request_context
         neutral = to_messages(request_context.messages)
         before = {id(m): m.to_dict() for m in neutral}

@@ -34,7 +34,7 @@ from urllib.parse import quote
 from .errors import AppendConflict, ConflictError, InvalidInput, InvalidValue, ValueTooLarge
 from .facts import Fact
 from .messages import Entry, Message, Record
-from .operations import FactChange, Writer
+from .operations import WRITER_KINDS, FactChange, Writer
 from .steps import Plan, StoreCall, drive_async, drive_sync
 from .store import Store
 from .validation import check_id, check_importance, check_int, describe, dumps
@@ -468,8 +468,10 @@ def _change_of(c: object, key: str) -> FactChange:
     if op == "put":
         dumps(value, "a history entry's value")
     w = c["writer"]
-    if not isinstance(w, dict) or w.get("kind") not in ("application", "model"):
-        raise InvalidValue("a history entry's writer must have kind 'application' or 'model'")
+    if not isinstance(w, dict) or w.get("kind") not in WRITER_KINDS:
+        raise InvalidValue(
+            "a history entry's writer must have kind " + " or ".join(map(repr, WRITER_KINDS))
+        )
     writer = Writer(
         w["kind"],
         _optional_id(w.get("run_id"), "writer run_id"),

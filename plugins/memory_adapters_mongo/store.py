@@ -20,6 +20,7 @@ from memory_adapters.facts import Fact, FactFilter, index_text
 from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.operations import (
     DEFAULT_HISTORY_LIMIT,
+    WRITER_KINDS,
     ConversationInfo,
     EraseReport,
     FactChange,
@@ -104,8 +105,9 @@ def _writer(value: object) -> Writer | None:
         return None
     if not isinstance(value, Writer):
         raise InvalidInput(f"writer must be a Writer, not {type(value).__name__}")
-    if value.kind not in ("application", "model"):
-        raise InvalidInput(f"writer kind must be 'application' or 'model', not {value.kind!r}")
+    if value.kind not in WRITER_KINDS:
+        kinds = " or ".join(map(repr, WRITER_KINDS))
+        raise InvalidInput(f"writer kind must be {kinds}, not {value.kind!r}")
     for what in ("run_id", "framework", "agent", "model"):
         _opt_text(getattr(value, what), f"writer {what}")
     return value

@@ -55,6 +55,11 @@ SUITES: dict[str, tuple[list[str], list[str]]] = {
         ["offline", "pydantic-ai", "langchain", "postgres", "mongo"],
         ["tests/test_cross_framework.py", "tests/test_framework_ids.py"],
     ),
+    # the MCP server, driven by MCP clients, beside agents of both adapters
+    "mcp": (
+        ["offline", "mcp", "pydantic-ai", "langchain", "postgres", "mongo", "otel"],
+        ["tests/test_mcp.py"],
+    ),
 }
 
 
@@ -68,6 +73,8 @@ def tests(session: nox.Session, extra: str) -> None:
         session.install("mongomock", "mongomock-motor")
     if "langchain" in extras:
         session.install("langgraph-checkpoint-sqlite")  # a checkpointer several processes share
+    if "mcp" in extras:  # pydantic-ai's MCP client; spans captured in memory
+        session.install("pydantic-ai-slim[mcp]", "opentelemetry-sdk")
     session.run("python", "-m", "pytest", *(session.posargs or paths))
 
 

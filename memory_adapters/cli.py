@@ -1,7 +1,7 @@
 """The ``memory-adapters`` command: what an operator runs against a store.
 
 ``--version``, ``plugins``, ``migrate``, ``doctor``, ``stats``, ``conversations``, ``show``,
-``export``, ``import``, ``reindex``, ``prune`` and ``erase``, on Click with rich
+``export``, ``import``, ``reindex``, ``prune``, ``erase`` and ``mcp``, on Click with rich
 (``docs/cli.md``). The store is named by ``--url`` or ``$MEMORY_ADAPTERS_URL``, with
 ``--option KEY=VALUE`` store options.
 
@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -36,7 +36,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from .errors import MemoryAdaptersError, Unsupported
+from .errors import MemoryAdaptersError, MissingExtra, Unsupported
 from .plugins import PluginManager
 
 if TYPE_CHECKING:
@@ -955,6 +955,92 @@ def erase(ctx: click.Context, user: str, namespace: str | None, yes: bool, as_js
         _echo_json(data)
     else:
         click.echo("erased: " + ", ".join(f"{v} {k}" for k, v in data.items()))
+
+
+# -- mcp --------------------------------------------------------------------------------------
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of ``--http`` (``[::1]:8000`` for IPv6)."""
+    host, sep, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise click.BadParameter(f"expected HOST:PORT, not {text!r}", param_hint="--http")
+    return host, int(port)
+
+
+@app.command("mcp")
+@click.option("--user", metavar="U", help="stdio: the user whose memory the client reaches.")
+@click.option(
+    "--agent", metavar="A", help="stdio: keep this client's facts apart, as agent A's of the user."
+)
+@click.option(
+    "--namespace",
+    metavar="N",
+    help="The namespace (default: the Memory's); over HTTP, of the tokens that name none.",
+)
+@click.option(
+    "--http",
+    "http",
+    metavar="HOST:PORT",
+    help="Serve streamable HTTP on HOST:PORT (port 0: a free one) instead of stdio; every "
+    "request needs a bearer token that --tokens or a plugin maps to a user.",
+)
+@click.option(
+    "--tokens",
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="HTTP: the JSON file mapping bearer tokens to users (docs/mcp.md); read again when "
+    "it changes.",
+)
+@click.pass_context
+def mcp(
+    ctx: click.Context,
+    user: str | None,
+    agent: str | None,
+    namespace: str | None,
+    http: str | None,
+    tokens: str | None,
+) -> None:
+    """Serve the memory tools to MCP clients: over stdio for one local client and one user
+    (--user), or over streamable HTTP (--http) for many, each request's user from its bearer
+    token. No tool takes a user or scope: the server decides whose memory, never the client."""
+    import anyio
+
+    from .scope import Scope
+
+    if http is None:
+        if tokens is not None:
+            raise click.UsageError("--tokens is for --http: over stdio, --user names the user")
+        if user is None:
+            raise click.UsageError("over stdio the server serves one user's memory: give --user U")
+    elif user is not None or agent is not None:
+        raise click.UsageError(
+            "over HTTP each request's user comes from its bearer token (--tokens FILE or an "
+            "mcp_authenticate plugin), never from --user or --agent"
+        )
+    address = _host_port(http) if http is not None else None
+    import memory_adapters_mcp as plugin
+
+    if not plugin.has_mcp():
+        raise Failed(f"MissingExtra: {MissingExtra('mcp', 'mcp')}")
+    from memory_adapters_mcp import server
+
+    extra: list[object] = [plugin.TokenFile(tokens)] if tokens is not None else []
+    with _runtime(ctx).memory(plugins=extra) as memory:
+        ns = namespace or memory.namespace
+        if address is None:
+            scope = Scope(namespace=ns, user_id=user, agent_id=agent)
+            with suppress(KeyboardInterrupt):
+                anyio.run(server.serve_stdio, memory, scope)
+            return
+        if not memory.hooks.authenticates_mcp:
+            raise click.UsageError(
+                "over HTTP every request needs a bearer token mapped to a user: give --tokens "
+                "FILE, or install a plugin implementing mcp_authenticate"
+            )
+        with suppress(KeyboardInterrupt):
+            server.serve_http(memory, address[0], address[1], namespace=ns)
 
 
 # -- entry point ------------------------------------------------------------------------------

@@ -346,6 +346,16 @@ def index_plan(memory: Memory, conversation: str, *, embed: bool = True) -> Plan
             time.time(),
             hold=through < last,
         )
+        # a conversation erased or cleared while this page was read and written: what was
+        # written after its deletion goes too (nothing of an erased user stays searchable)
+        still: int = yield StoreCall("last_seq", (conversation,))
+        if still < through:
+            yield StoreBatch(
+                [StoreCall("delete_fact", (namespace, scope, d.key)) for d in docs]
+                + [StoreCall("delete_fact", (namespace, states, conversation))]
+            )
+            index.indexed -= len(docs)
+            return count - len(docs)
         if state is None:
             break
     return count

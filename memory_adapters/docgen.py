@@ -49,6 +49,7 @@ SECTIONS = (
         ),
     ),
     ("Observing operations", ("operation_started", "operation_finished")),
+    ("The MCP server", ("mcp_authenticate",)),
 )
 
 

@@ -282,6 +282,22 @@ class Hooks:
             error=error,
         )
 
+    # -- the MCP server --------------------------------------------------------------------------
+
+    async def mcp_authenticate(self, token: str, namespace: str) -> Scope | None:
+        """See :func:`memory_adapters.hookspecs.mcp_authenticate`: the scope of the first
+        implementation that answers, awaited; ``None`` when none does."""
+        step = self._step("mcp_authenticate", True, token=token, namespace=namespace)
+        if step is None:
+            return None
+        result: Scope | None = await resolve_async(self.call(step))
+        return result
+
+    @property
+    def authenticates_mcp(self) -> bool:
+        """Whether any plugin implements ``mcp_authenticate``."""
+        return self.live("mcp_authenticate")
+
 
 def _any_active(gates: Sequence[Callable[[], bool]]) -> bool:
     """Whether one of the plugins' ``memory_adapters_active()`` returns true. One that raises

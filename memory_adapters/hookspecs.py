@@ -342,3 +342,26 @@ def operation_finished(operation: Operation, result: Any, error: BaseException |
     cancelled. A failing implementation is reported with a
     :class:`~memory_adapters.errors.HookErrorWarning`, never raised.
     """
+
+
+# --- the MCP server -------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def mcp_authenticate(token: str, namespace: str) -> Scope | None:
+    """Whose memory an MCP client presenting the bearer ``token`` may reach through
+    ``memory-adapters mcp --http`` (see docs/mcp.md): a
+    :class:`~memory_adapters.scope.Scope` with a ``user_id`` (and, to keep that client's facts
+    apart, an ``agent_id``), or ``None`` when this plugin does not know the token.
+
+    ``namespace`` is the server's (``--namespace``, else the ``Memory``'s): return a scope in
+    it unless the token belongs to another. The scope must not name a conversation or a fork;
+    one that does, or has no user, refuses the token. Asked for every HTTP request, before the
+    request reaches the MCP server; a request whose token no implementation answers for is
+    refused with HTTP 401, and so is one whose implementation raises. The tools never take a
+    user or scope: this answer is the only way a client's requests reach anyone's memory.
+    Compare secrets in constant time (``hmac.compare_digest``) or by a hash of the token.
+    *firstresult*: the first answer wins; an async implementation returns an awaitable of the
+    scope or of ``None`` (which refuses the token: later implementations are not asked). The
+    built-in tokens file (``--tokens FILE``) is a ``trylast`` implementation.
+    """

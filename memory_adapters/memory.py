@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import environment as env
 from .conversation import UNSET, Conversation, Unset
-from .conversation_search import ConversationIndex
+from .conversation_search import ConversationIndex, IndexDue
 from .embedders import Embedder
 from .errors import InvalidInput, NoAdapter, UnknownScheme
 from .extraction import IDLE_SECONDS, TIMEOUT_SECONDS, Extraction, Extractor
@@ -423,11 +423,14 @@ class Memory:
     def erase(self, *, user_id: str, namespace: str | None = None) -> EraseReport:
         """Delete everything of ``user_id`` in ``namespace`` (default: this ``Memory``'s):
         conversations, summaries, facts with their vectors and history, working memory;
-        nothing of anyone else. Returns the counts of what went."""
+        nothing of anyone else, and the messages from the conversation-search index. Returns
+        the counts of what went."""
+        self.conversation_index.wait()  # what this process is indexing, first
         return self._drive(erase_plan(namespace or self.namespace, user_id))
 
     async def aerase(self, *, user_id: str, namespace: str | None = None) -> EraseReport:
         """Async :meth:`erase`."""
+        await self._indexed()
         return await self._adrive(erase_plan(namespace or self.namespace, user_id))
 
     def retain(
@@ -439,7 +442,9 @@ class Memory:
     ) -> RetentionReport:
         """Apply retention: delete the conversations of ``namespace`` (default: this
         ``Memory``'s) with no append for ``idle_days`` days or ``idle_seconds`` seconds (one
-        of them), with their summaries and working memory, and prune every expired fact."""
+        of them), with their summaries, working memory and conversation-search index, and
+        prune every expired fact."""
+        self.conversation_index.wait()  # what this process is indexing, first
         return self._drive(retain_plan(namespace or self.namespace, idle_days, idle_seconds))
 
     async def aretain(
@@ -450,7 +455,13 @@ class Memory:
         namespace: str | None = None,
     ) -> RetentionReport:
         """Async :meth:`retain`."""
+        await self._indexed()
         return await self._adrive(retain_plan(namespace or self.namespace, idle_days, idle_seconds))
+
+    async def _indexed(self) -> None:
+        """Wait for the indexing under way on the worker (off the event loop)."""
+        if self.worker.busy_with(IndexDue):
+            await asyncio.to_thread(self.conversation_index.wait)
 
     def _drive(self, plan: Plan[T]) -> T:
         return drive_sync(plan, self.store, self.hooks)

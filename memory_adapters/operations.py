@@ -25,8 +25,9 @@ from .validation import check_id, check_positive_int, dumps
 DEFAULT_HISTORY_LIMIT = 50
 """How many versions of each fact a store keeps by default (``Memory(history_limit=...)``)."""
 
-WriterKind = Literal["application", "model", "extractor"]
-WRITER_KINDS: tuple[str, ...] = ("application", "model", "extractor")
+WriterKind = Literal["application", "model", "mcp", "extractor"]
+WRITER_KINDS: tuple[WriterKind, ...] = ("application", "model", "mcp", "extractor")
+"""Every kind of :class:`Writer`, as stores keep and imports accept them."""
 ChangeOp = Literal["put", "forget"]
 
 
@@ -38,13 +39,16 @@ def _part(value: str) -> str:
 class Writer:
     """Who made a change to a fact: the application (``kind="application"``), a model
     through a memory tool during a run (``kind="model"``, with that run's ``run_id``,
-    ``framework``, ``agent`` and ``model``), or an extractor reading a conversation in the
-    background (``kind="extractor"``, with its ``model`` and the ``conversation`` range
+    ``framework``, ``agent`` and ``model``), an MCP client through the memory tools of
+    ``memory-adapters mcp`` (``kind="mcp"``, ``framework="mcp"``, ``agent`` the name the
+    client gave itself, such as ``"claude-code"``), or an extractor reading a conversation in
+    the background (``kind="extractor"``, with its ``model`` and the ``conversation`` range
     ``start_seq``..``end_seq`` it read: :mod:`memory_adapters.extraction`).
 
     The core decides it, never a tool's arguments: a memory tool executed while a run of the
-    same ``Memory`` is active writes as ``model``; the extractor's operations as
-    ``extractor``; every other write is ``application``.
+    same ``Memory`` is active writes as ``model``; one the host calls with a writer of its own
+    (the MCP server) writes as that; the extractor's operations as ``extractor``; every other
+    write is ``application``.
     """
 
     kind: WriterKind = "application"

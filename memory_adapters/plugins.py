@@ -64,6 +64,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "wordllama": "memory_adapters_wordllama",
     "minilm": "memory_adapters_minilm",
     "otel": "memory_adapters_otel",
+    "mcp": "memory_adapters_mcp",
 }
 """The built-in plugins this distribution declares as entry points. Used only when the
 distribution's metadata is absent (running from a source tree that was never installed)."""

@@ -321,11 +321,14 @@ class MemoryTools:
                 raise ToolArgumentError(f"{name}: {pname} is longer than {schema['maxLength']}")
         return spec
 
-    def _writer(self) -> Writer:
-        """Who a tool's write is by: the model of the active run of this ``Memory`` (its id,
-        framework, agent and model), else the application. Never from the tool's arguments."""
+    def _writer(self, caller: Writer | None = None) -> Writer:
+        """Who a tool's write is by: ``caller`` when the host names one (the MCP server names
+        its client), else the model of the active run of this ``Memory`` (its id, framework,
+        agent and model), else the application. Never from the tool's arguments."""
         from .run import active_run
 
+        if caller is not None:
+            return caller
         lifecycle = active_run(self._memory)
         if lifecycle is None:
             return APPLICATION
@@ -353,28 +356,40 @@ class MemoryTools:
             return json.dumps({"forgotten": True, "key": last.key})
         return None
 
-    def _plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:
+    def _plan(
+        self, name: str, args: dict[str, Any], scope: Scope | None, writer: Writer | None = None
+    ) -> Plan[str]:
         """The tool call's plan, observed as a ``"tool"`` operation when a plugin asks
-        (:mod:`.tracing`)."""
-        plan = self._tool_plan(name, args, scope)
+        (:mod:`.tracing`); a host-named ``writer`` is in its attributes (``caller``: its kind,
+        ``client``: its agent)."""
+        if writer is not None and not isinstance(writer, Writer):
+            raise InvalidInput(f"writer must be a Writer or None, not {type(writer).__name__}")
+        plan = self._tool_plan(name, args, scope, writer)
         memory = self._memory
         if not memory.hooks.observes_operations:
             return plan
+        attributes: dict[str, Any] = {"tool": name if type(name) is str else repr(name)}
+        if writer is not None:
+            attributes["caller"] = writer.kind
+            if writer.agent is not None:
+                attributes["client"] = writer.agent
         return traced(
             memory,
             "tool",
             scope if isinstance(scope, Scope) else memory.scope,
             plan,
-            attributes={"tool": name if type(name) is str else repr(name)},
+            attributes=attributes,
             content={"arguments": args},
         )
 
-    def _tool_plan(self, name: str, args: dict[str, Any], scope: Scope | None) -> Plan[str]:
+    def _tool_plan(
+        self, name: str, args: dict[str, Any], scope: Scope | None, caller: Writer | None
+    ) -> Plan[str]:
         if scope is not None and not isinstance(scope, Scope):
             raise InvalidInput(f"scope must be a Scope or None, not {type(scope).__name__}")
         self._check(name, args)
         facts = self._facts(scope)
-        writer = self._writer()
+        writer = self._writer(caller)
         try:
             if name in ("save_memory", "forget_memory"):
                 done = yield from self._replayed(facts, name, args["key"], writer)
@@ -420,7 +435,11 @@ class MemoryTools:
         scope = scope or memory.scope
         shown: frozenset[int] = frozenset()
         mine: str | None = None
-        if run is not None and run.conversation.conversation_key == scope.conversation_key:
+        if (
+            run is not None
+            and scope.conversation_id is not None
+            and run.conversation.conversation_key == scope.conversation_key
+        ):
             shown, mine = run.shown, run.run.run_id
         current = scope.conversation_id
         # ranking is prefix-stable: the first hits not shown are among the first limit + shown
@@ -438,22 +457,41 @@ class MemoryTools:
         ]
         return kept[:limit]
 
-    def call(self, name: str, args: dict[str, Any], *, scope: Scope | None = None) -> str:
+    def call(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        scope: Scope | None = None,
+        writer: Writer | None = None,
+    ) -> str:
         """Run tool ``name`` with the model's ``args``; return the text result for the model.
 
         The scope is ``scope`` if the host gives one, else the current session's. Arguments
         outside the tool's schema (an unknown tool or argument, a wrong type, a number out
         of range or not finite, a key that is not an identifier, a value too large) raise
         :class:`~memory_adapters.errors.ToolArgumentError`, and nothing is stored.
+        ``writer`` is who the host says is calling, recorded in the history of the facts the
+        call changes (the MCP server names its client: ``Writer("mcp", ...)``); by default the
+        active run's model, else the application.
         """
         if name == SEARCH_CONVERSATIONS.name:
             self._memory.conversation_index.wait(TOOL_WAIT_SECONDS)
-        return drive_sync(self._plan(name, args, scope), self._memory.store, self._memory.hooks)
+        return drive_sync(
+            self._plan(name, args, scope, writer), self._memory.store, self._memory.hooks
+        )
 
-    async def acall(self, name: str, args: dict[str, Any], *, scope: Scope | None = None) -> str:
+    async def acall(
+        self,
+        name: str,
+        args: dict[str, Any],
+        *,
+        scope: Scope | None = None,
+        writer: Writer | None = None,
+    ) -> str:
         """Async :meth:`call`."""
         if name == SEARCH_CONVERSATIONS.name and self._memory.worker.busy_with(IndexDue):
             await asyncio.to_thread(self._memory.conversation_index.wait, TOOL_WAIT_SECONDS)
         return await drive_async(
-            self._plan(name, args, scope), self._memory.store, self._memory.hooks
+            self._plan(name, args, scope, writer), self._memory.store, self._memory.hooks
         )

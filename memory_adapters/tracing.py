@@ -35,7 +35,9 @@ class Operation:
     it.
 
     ``attributes`` hold what an operator filters on and never message content or fact values
-    (``tool``: the tool's name; ``mode`` and ``limit``: a search's; ``messages`` and
+    (``tool``: the tool's name, with ``caller`` and ``client`` when the host names who called,
+    as the MCP server does: ``"mcp"`` and the client's name; ``mode`` and ``limit``: a
+    search's; ``messages`` and
     ``tokens``: what an append stores, known by the time it finishes). ``capture_content`` is
     the operator's choice (``Memory(telemetry_content=True)`` or
     ``MEMORY_ADAPTERS_OTEL_CONTENT=1``) to let content through to telemetry: only then does

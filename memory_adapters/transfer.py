@@ -473,7 +473,9 @@ def _change_of(c: object, key: str) -> FactChange:
         dumps(value, "a history entry's value")
     w = c["writer"]
     if not isinstance(w, dict) or w.get("kind") not in WRITER_KINDS:
-        raise InvalidValue(f"a history entry's writer must have a kind among {WRITER_KINDS}")
+        raise InvalidValue(
+            "a history entry's writer must have kind " + " or ".join(map(repr, WRITER_KINDS))
+        )
     writer = Writer(
         w["kind"],
         _optional_id(w.get("run_id"), "writer run_id"),

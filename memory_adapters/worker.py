@@ -34,6 +34,10 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
+IDLE_SECONDS = 10.0
+"""A worker with nothing to do for this long ends its thread (the next job starts another): a
+``Memory`` left open and unused holds no thread."""
+
 
 class Abandoned(Exception):
     """Raised inside a job whose result :meth:`Worker.close` gave up waiting for: it must
@@ -154,7 +158,18 @@ class Worker:
                     continue
 
     def _work(self) -> None:
-        while (job := self._queue.get()) is not None:
+        while True:
+            try:
+                job = self._queue.get(timeout=IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._jobs or self._closed:
+                        continue
+                    # idle: the thread ends (a later submit starts another, on the same loop)
+                    self._thread = None
+                return
+            if job is None:
+                break
             with self._lock:
                 job.started = True
             if self.abandoned or not job.future.set_running_or_notify_cancel():
@@ -186,7 +201,10 @@ class Worker:
         with self._lock:
             self._closed = True
             thread, self._thread = self._thread, None
-        if thread is None:
+        if thread is None:  # never started, or ended idle
+            if self._loop is not None:
+                self._loop.close()
+                self._loop = None
             return []
         self._queue.put(None)
         thread.join(timeout)

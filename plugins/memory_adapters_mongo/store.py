@@ -106,7 +106,8 @@ def _writer(value: object) -> Writer | None:
     if not isinstance(value, Writer):
         raise InvalidInput(f"writer must be a Writer, not {type(value).__name__}")
     if value.kind not in WRITER_KINDS:
-        raise InvalidInput(f"writer kind must be one of {WRITER_KINDS}, not {value.kind!r}")
+        kinds = " or ".join(map(repr, WRITER_KINDS))
+        raise InvalidInput(f"writer kind must be {kinds}, not {value.kind!r}")
     for what in ("run_id", "framework", "agent", "model", "conversation"):
         _opt_text(getattr(value, what), f"writer {what}")
     for what in ("start_seq", "end_seq"):

@@ -148,6 +148,9 @@ class OpenTelemetry:
             attributes["gen_ai.operation.name"] = "execute_tool"
             attributes["gen_ai.tool.name"] = tool
             attributes[PREFIX + "tool.name"] = tool
+            for name in ("caller", "client"):  # who called, when the host says (the MCP server)
+                if operation.attributes.get(name):
+                    attributes[PREFIX + "tool." + name] = str(operation.attributes[name])
             if operation.capture_content:
                 attributes[PREFIX + "tool.arguments"] = _json(operation.content.get("arguments"))
         elif operation.name == "search":

@@ -218,17 +218,24 @@ class SQLiteStore(FactStore):
                 db = self._local.db = self._connect()
             if self._identity is None:
                 self._identity = self._stat()  # the file the first connection opened
-            key = id(db)  # a connection is used by one thread at a time: no lock needed
+            key = id(db)  # a connection is used by one thread at a time
             busy = self._busy
-            busy[key] = busy.get(key, 0) + 1
+            with self._all_lock:  # close() closes what no thread is using, at once
+                busy[key] = busy.get(key, 0) + 1
             try:
                 yield db
             finally:
-                left = busy.get(key, 1) - 1
-                if left:
-                    busy[key] = left
-                else:
-                    busy.pop(key, None)
+                with self._all_lock:
+                    left = busy.get(key, 1) - 1
+                    if left:
+                        busy[key] = left
+                    else:
+                        busy.pop(key, None)
+                        if self._closed and db in self._all:
+                            # closed while this thread used it (a Memory's worker, say):
+                            # closed now that it is done, never under its feet
+                            self._all.remove(db)
+                            db.close()
         except sqlite3.OperationalError as exc:
             # locked past the timeout, disk full, file gone: the operation did not happen
             raise StoreUnavailable(f"SQLite database {self.path!r}: {exc}") from exc
@@ -341,10 +348,11 @@ class SQLiteStore(FactStore):
 
     def close(self) -> None:
         self._closed = True
-        with self._all_lock:
-            for db in self._all:
-                db.close()
-            self._all.clear()
+        with self._shared_lock, self._all_lock:
+            for db in list(self._all):
+                if id(db) not in self._busy:  # one in use is closed when its call ends
+                    self._all.remove(db)
+                    db.close()
 
     # -- conversation log ----------------------------------------------------------------------
 

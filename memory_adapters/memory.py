@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from . import environment as env
 from .conversation import UNSET, Conversation, Unset
-from .conversation_search import ConversationIndex
+from .conversation_search import ConversationIndex, IndexDue
 from .embedders import Embedder
 from .errors import InvalidInput, NoAdapter, UnknownScheme
 from .facts import Facts
@@ -364,10 +364,12 @@ class Memory:
         """Delete everything of ``user_id`` in ``namespace`` (default: this ``Memory``'s):
         conversations, summaries, facts with their vectors and history, working memory;
         nothing of anyone else. Returns the counts of what went."""
+        self.conversation_index.wait()  # indexing under way would write documents back
         return self._drive(erase_plan(namespace or self.namespace, user_id))
 
     async def aerase(self, *, user_id: str, namespace: str | None = None) -> EraseReport:
         """Async :meth:`erase`."""
+        await self._index_settled()
         return await self._adrive(erase_plan(namespace or self.namespace, user_id))
 
     def retain(
@@ -380,6 +382,7 @@ class Memory:
         """Apply retention: delete the conversations of ``namespace`` (default: this
         ``Memory``'s) with no append for ``idle_days`` days or ``idle_seconds`` seconds (one
         of them), with their summaries and working memory, and prune every expired fact."""
+        self.conversation_index.wait()  # indexing under way would write documents back
         return self._drive(retain_plan(namespace or self.namespace, idle_days, idle_seconds))
 
     async def aretain(
@@ -390,7 +393,13 @@ class Memory:
         namespace: str | None = None,
     ) -> RetentionReport:
         """Async :meth:`retain`."""
+        await self._index_settled()
         return await self._adrive(retain_plan(namespace or self.namespace, idle_days, idle_seconds))
+
+    async def _index_settled(self) -> None:
+        """Wait (off the event loop) for this ``Memory``'s indexing under way, if any."""
+        if self.worker.busy_with(IndexDue):
+            await asyncio.to_thread(self.conversation_index.wait)
 
     def _drive(self, plan: Plan[T]) -> T:
         return drive_sync(plan, self.store, self.hooks)

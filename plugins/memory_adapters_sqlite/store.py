@@ -229,6 +229,8 @@ class SQLiteStore(FactStore):
                     busy[key] = left
                 else:
                     busy.pop(key, None)
+                    if self._closed:  # close() left it open for this call: close it now
+                        self._close_connection(db)
         except sqlite3.OperationalError as exc:
             # locked past the timeout, disk full, file gone: the operation did not happen
             raise StoreUnavailable(f"SQLite database {self.path!r}: {exc}") from exc
@@ -340,11 +342,22 @@ class SQLiteStore(FactStore):
             self._all.append(shared)
 
     def close(self) -> None:
+        """Close every connection; one another thread is using (a ``Memory``'s worker whose
+        job outlived ``Memory.close``'s timeout) is closed when its call ends: closing a
+        connection in the middle of a statement crashes the interpreter."""
         self._closed = True
-        with self._all_lock:
-            for db in self._all:
+        # a call on the shared in-memory database ends first (it holds _shared_lock)
+        with self._shared_lock, self._all_lock:
+            busy = set(self._busy)
+            for db in [db for db in self._all if id(db) not in busy]:
                 db.close()
-            self._all.clear()
+                self._all.remove(db)
+
+    def _close_connection(self, db: sqlite3.Connection) -> None:
+        with self._all_lock:
+            if db in self._all:
+                self._all.remove(db)
+                db.close()
 
     # -- conversation log ----------------------------------------------------------------------
 

@@ -254,6 +254,24 @@ class StoreConformance(
         semantic recall is tested with an embedder of its own)."""
         return Memory(store=store, load_entrypoints=False, embed=False)
 
+    @pytest.fixture(autouse=True)
+    def _memories_settle(self, store: Store) -> Iterator[None]:
+        """Every ``Memory`` a test makes: its worker (conversation indexing, summaries) drained
+        and stopped after the test, before the store closes (a job still running then would
+        write to a closed store, or be cut off at the interpreter's exit)."""
+        made: list[Memory] = []
+        init = Memory.__init__
+
+        def tracked(self: Memory, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            made.append(self)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Memory, "__init__", tracked)
+            yield
+        for memory in made:
+            memory.worker.close(60)
+
     # -- conversation log: round trips, order ---------------------------------------------------
 
     def test_round_trip_is_exact(self, memory: Memory) -> None:

@@ -47,6 +47,7 @@ from .conversation_search import (
     ConversationSearchConformance,
     ConversationSearchProperties,
     CountingEmbedder,
+    embed_once_across_restarts,
     kill_between_turn_and_embedding,
     mp_searcher,
     mp_writer,
@@ -1550,3 +1551,11 @@ class MultiProcessConformance:
         (once the lease is over) finds every message and embeds each once; after a restart
         (the store closed and opened again) nothing is embedded again."""
         kill_between_turn_and_embedding(store_factory)
+
+    @pytest.mark.processes
+    def test_each_message_is_embedded_once_across_restarts(
+        self, store_factory: StoreFactory
+    ) -> None:
+        """Lives of a ``Memory`` (opened on the store, turns, a search, closed): each message
+        is embedded once over all of them, and found afterwards."""
+        embed_once_across_restarts(store_factory)

@@ -912,3 +912,32 @@ def kill_between_turn_and_embedding(factory: StoreFactory, turns: int = 4) -> No
         finally:
             memory.close()
     assert sorted(Counter(embed.documents).values()) == [1] * len(expected)
+
+
+def embed_once_across_restarts(factory: StoreFactory, lives: int = 3, turns: int = 3) -> None:
+    """The body of :meth:`MultiProcessConformance.test_each_message_is_embedded_once_across_
+    restarts <memory_adapters.testing.MultiProcessConformance>`."""
+    embed = CountingEmbedder()
+    texts: list[str] = []
+    for life in range(lives):
+        memory = Memory(store=factory(), load_entrypoints=False, embed=embed)
+        try:
+            with memory.session(namespace=MP_NS, user_id="u", conversation_id="lives"):
+                for i in range(turns):
+                    question, answer = f"tea question l{life}q{i}", f"oolong answer l{life}a{i}"
+                    memory.conversation.append([Message.user(question), Message.assistant(answer)])
+                    texts += [question, answer]
+                if life % 2:  # a search while the worker may be indexing the last turns
+                    memory.conversation.search("tea oolong", mode="hybrid")
+        finally:
+            memory.close()  # drains the worker: what it left, the next life's search indexes
+    memory = Memory(store=factory(), load_entrypoints=False, embed=embed)
+    try:
+        with memory.session(namespace=MP_NS, user_id="u", conversation_id="lives"):
+            hits = memory.conversation.search("tea oolong", limit=100)
+            assert sorted(h.message.text for h in hits) == sorted(texts)
+    finally:
+        memory.close()
+    documents = Counter(embed.documents)
+    assert [t for t, n in documents.items() if n > 1] == [], "a message was embedded twice"
+    assert len(documents) == len(texts)

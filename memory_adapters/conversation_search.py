@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import uuid
 import warnings
@@ -212,6 +213,24 @@ class ConversationIndex:
         self.failures = 0
         """Index jobs of the worker that failed (logged and warned; the next search redoes
         them)."""
+        self._busy: set[str] = set()  # conversations a thread of this Memory is indexing
+        self._busy_lock = threading.Lock()
+
+    def claim(self, conversation: str) -> bool:
+        """Whether this thread may index ``conversation`` now: no other thread (or task) of
+        this ``Memory`` is at it. The lease keeps other processes out; it is the ``Memory``'s
+        (:attr:`owner`), so without this two searches (or a search and the worker) of one
+        ``Memory`` would index, and embed, the same messages."""
+        with self._busy_lock:
+            if conversation in self._busy:
+                return False
+            self._busy.add(conversation)
+            return True
+
+    def release(self, conversation: str) -> None:
+        """End a :meth:`claim`."""
+        with self._busy_lock:
+            self._busy.discard(conversation)
 
     def submit(self, conversation: str) -> None:
         """Index ``conversation``'s new messages on the worker (a turn was just stored)."""
@@ -250,7 +269,17 @@ class ConversationIndex:
 def index_plan(memory: Memory, conversation: str, *, embed: bool = True) -> Plan[int]:
     """Index the messages of ``conversation`` stored since its watermark (with ``embed``, with
     their vectors); return how many were indexed. Does nothing while another process holds
-    the conversation's lease."""
+    the conversation's lease, or another thread of this ``Memory`` is indexing it."""
+    index = memory.conversation_index
+    if not index.claim(conversation):
+        return 0
+    try:
+        return (yield from _index_plan(memory, conversation, embed))
+    finally:
+        index.release(conversation)
+
+
+def _index_plan(memory: Memory, conversation: str, embed: bool) -> Plan[int]:
     index = memory.conversation_index
     namespace = index_namespace(parts(conversation)[0])
     scope = index_scope(conversation)

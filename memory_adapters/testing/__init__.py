@@ -47,6 +47,16 @@ of another user goes, "ann" against "anna"), retention, fact history with its wr
 of every table of the store, and the erase test also reads the store's own tables; a store
 without the optional operations skips those tests.
 
+:class:`StoreConformance` also runs the conversation-search suite
+(:mod:`memory_adapters.testing.conversation_search`): hits and their context, scope isolation
+(another user's or namespace's messages are never hits; an agent of the same user finds the
+user's), ``since``/``until``, prefix stability, a property checking that every store ranks as
+the in-memory reference whatever other scopes hold, ``clear()``, ``erase`` and retention
+leaving nothing searchable (read in the store's tables with ``store_dump``), and the embedder
+counted: never called by a turn, once per message over turns, searches and restarts.
+:class:`MultiProcessConformance` adds processes appending to one conversation while another
+searches, and a process killed between a turn and its embedding.
+
 :mod:`memory_adapters.testing.hostile` holds the hostile-argument table the suite runs,
 sync and async, on every store: each public method of ``Conversation``, ``Facts``,
 ``WorkingMemory`` and ``MemoryTools`` with huge, negative, zero, wrong-typed, non-finite and

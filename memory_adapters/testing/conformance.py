@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing
 import os
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
@@ -40,6 +42,16 @@ from memory_adapters.messages import AppendResult, Entry, Record, Summary
 from memory_adapters.steps import StoreCall
 from memory_adapters.validation import MAX_ID_LENGTH, MAX_INT, MAX_VALUE_BYTES, describe
 
+from .conversation_search import (
+    MP_NS,
+    ConversationSearchConformance,
+    ConversationSearchProperties,
+    CountingEmbedder,
+    embed_once_across_restarts,
+    kill_between_turn_and_embedding,
+    mp_searcher,
+    mp_writer,
+)
 from .hostile import (
     BAD_FLAGS,
     BAD_IDS,
@@ -236,6 +248,8 @@ def check_log(records: list[Record], writers: int, batches: int, size: int) -> N
 
 class StoreConformance(
     WindowProperties,
+    ConversationSearchConformance,
+    ConversationSearchProperties,
     SemanticConformance,
     OperationsConformance,
     RankingConformance,
@@ -253,6 +267,24 @@ class StoreConformance(
         a fact it writes has a vector only when a test gives one (the suite counts rows;
         semantic recall is tested with an embedder of its own)."""
         return Memory(store=store, load_entrypoints=False, embed=False)
+
+    @pytest.fixture(autouse=True)
+    def _memories_settle(self, store: Store) -> Iterator[None]:
+        """Every ``Memory`` a test makes: its worker (conversation indexing, summaries) drained
+        and stopped after the test, before the store closes (a job still running then would
+        write to a closed store, or be cut off at the interpreter's exit)."""
+        made: list[Memory] = []
+        init = Memory.__init__
+
+        def tracked(self: Memory, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            made.append(self)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Memory, "__init__", tracked)
+            yield
+        for memory in made:
+            memory.worker.close(60)
 
     # -- conversation log: round trips, order ---------------------------------------------------
 
@@ -336,7 +368,9 @@ class StoreConformance(
 
     # -- windows --------------------------------------------------------------------------------
 
-    def test_windows_at_the_tail_of_10000_messages(self, memory: Memory) -> None:
+    def test_windows_at_the_tail_of_10000_messages(self, store: Store) -> None:
+        # windows, not search: nothing indexed (the worker would index 10,000 messages after)
+        memory = Memory(store=store, load_entrypoints=False, embed=False, index_conversations=False)
         with memory.session(user_id="u", conversation_id="long"):
             conv = memory.conversation
             conv.append([Message.system("you are a test")])
@@ -1456,3 +1490,74 @@ class MultiProcessConformance:
             assert [r.seq for r in store.read("after")] == [1, 2, 3]
         finally:
             store.close()
+
+    @pytest.mark.processes
+    def test_a_conversation_appended_from_several_processes_while_another_searches(
+        self, store_factory: StoreFactory, tmp_path: Any
+    ) -> None:
+        """Processes append turns to one conversation (each indexing on its worker) while
+        another searches it (indexing what it finds unindexed): afterwards every message is
+        found exactly once, and none was embedded twice, by any process."""
+        writers, turns = 3, 10
+        ctx = multiprocessing.get_context("spawn")
+        stop, searches = ctx.Event(), ctx.Value("i", 0)
+        searcher = ctx.Process(
+            target=mp_searcher, args=(store_factory, stop, str(tmp_path / "s.json"), searches)
+        )
+        searcher.start()
+        procs = [
+            ctx.Process(
+                target=mp_writer, args=(store_factory, w, turns, str(tmp_path / f"w{w}.json"))
+            )
+            for w in range(writers)
+        ]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(180)
+            assert p.exitcode == 0, f"writer process failed with exit code {p.exitcode}"
+        stop.set()
+        searcher.join(180)
+        assert searcher.exitcode == 0, f"the searcher failed with exit code {searcher.exitcode}"
+        assert searches.value > 0
+        embed = CountingEmbedder()
+        memory = Memory(store=store_factory(), load_entrypoints=False, embed=embed)
+        try:
+            with memory.session(namespace=MP_NS, user_id="u", conversation_id="shared"):
+                hits = memory.conversation.search("tea oolong", limit=1000)
+                texts = sorted(h.message.text for h in hits)
+                assert texts == sorted(
+                    f"{word} w{w}{kind}{i}"
+                    for w in range(writers)
+                    for i in range(turns)
+                    for word, kind in (("tea", "q"), ("oolong", "a"))
+                )
+                assert sorted(h.seq for h in hits) == list(range(1, writers * turns * 2 + 1))
+                semantic = memory.conversation.search("beverage", limit=1000, mode="semantic")
+                assert len(semantic) == writers * turns * 2
+        finally:
+            memory.close()
+        embedded = Counter(embed.documents)
+        for name in ["s.json", *(f"w{w}.json" for w in range(writers))]:
+            embedded.update(json.loads((tmp_path / name).read_text()))
+        assert [t for t, n in embedded.items() if n > 1] == [], "a message was embedded twice"
+        assert len(embedded) == writers * turns * 2
+
+    @pytest.mark.processes
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+    def test_a_process_killed_between_a_turn_and_its_embedding_loses_nothing(
+        self, store_factory: StoreFactory
+    ) -> None:
+        """A process that stored turns and died before indexing them, and one killed while
+        its worker was embedding them (holding the conversation's lease): the next search
+        (once the lease is over) finds every message and embeds each once; after a restart
+        (the store closed and opened again) nothing is embedded again."""
+        kill_between_turn_and_embedding(store_factory)
+
+    @pytest.mark.processes
+    def test_each_message_is_embedded_once_across_restarts(
+        self, store_factory: StoreFactory
+    ) -> None:
+        """Lives of a ``Memory`` (opened on the store, turns, a search, closed): each message
+        is embedded once over all of them, and found afterwards."""
+        embed_once_across_restarts(store_factory)

@@ -17,6 +17,7 @@ answer.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import itertools
 import random
@@ -251,6 +252,46 @@ def hostile_cases(now: float) -> list[Case]:
     cases += _ints(
         "conversation", "append", "expected_last_seq", minimum=0, none_ok=True, args=(turn,)
     )
+    # conversation search: the query, the limit, the mode, the flag, the times
+    cases += _ints("conversation", "search", "limit", minimum=1, none_ok=False, args=("tea",))
+    cases += _each(
+        "conversation",
+        "search",
+        (None, 5, 5.0, NAN, True, b"tea", ["tea"], {"q": "tea"}),
+        InvalidInput,
+    )
+    cases += _each(
+        "conversation",
+        "search",
+        ("fuzzy", "KEYWORD", "", 5, b"keyword"),
+        InvalidInput,
+        before=("tea",),
+        param="mode",
+    )
+    cases += _each(
+        "conversation",
+        "search",
+        BAD_FLAGS,
+        InvalidInput,
+        before=("tea",),
+        param="all_conversations",
+    )
+    bad_times: tuple[Any, ...] = (
+        "yesterday",
+        NAN,
+        INF,
+        -INF,
+        10**400,
+        True,
+        [now],
+        b"1",
+        datetime.datetime(2024, 1, 1),  # naive: no instant
+    )
+    for param in ("since", "until"):
+        cases += _each(
+            "conversation", "search", bad_times, InvalidInput, before=("tea",), param=param
+        )
+    cases.append(Case("conversation", "search", ("tea",), {"no_such_option": 1}, TypeError))
     not_messages: tuple[Any, ...] = (
         Message.user("one message, not a list"),
         [],
@@ -588,6 +629,22 @@ def boundary_cases(now: float) -> list[Case]:
             lambda fs: set(BOUNDARY_FACTS) <= set(_keys(fs)),
         ),
         Case("facts", "search", ("tea",), {"limit": MAX_INT}, ok, lambda fs: _keys(fs) == ["tea"]),
+        Case(
+            "conversation",
+            "search",
+            ("second",),
+            {"limit": MAX_INT, "all_conversations": True},
+            ok,
+            lambda hits: sorted(h.seq for h in hits) == [6, 7],  # "second answer" follows "second"
+        ),
+        Case(
+            "conversation",
+            "search",
+            ("second",),
+            {"since": -1e300, "until": 1e300},
+            ok,
+            lambda hits: sorted(h.seq for h in hits) == [6, 7],
+        ),
         Case("facts", "put", ("tea", "x"), {"expected_version": MAX_INT}, VersionConflict),
         Case("facts", "put", ("absent", "x"), {"expected_version": MAX_INT}, VersionConflict),
         Case("facts", "forget", ("tea",), {"expected_version": MAX_INT}, VersionConflict),
@@ -656,6 +713,15 @@ def boundary_cases(now: float) -> list[Case]:
         Case("facts", "put", ("largest", "x" * (MAX_VALUE_BYTES - 2)), {}, ok),
         # hostile search strings: the same answer on every store
         Case("facts", "search", ("t" * (1 << 20),), {}, ok, lambda fs: fs == []),
+        Case("conversation", "search", ("t" * (1 << 20),), {}, ok, lambda hits: hits == []),
+        Case(
+            "conversation",
+            "search",
+            ('" OR x=y -- owner : * $where %_ \x00second',),
+            {},
+            ok,
+            lambda hits: sorted(h.seq for h in hits) == [6, 7],
+        ),
         Case("facts", "search", ("\x00tea\x00",), {}, ok, lambda fs: _keys(fs) == ["tea"]),
         Case(
             "facts",

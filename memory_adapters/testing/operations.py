@@ -308,9 +308,9 @@ class OperationsConformance:
         self, memory: Memory, store: Store, store_dump: Dump | None
     ) -> None:
         _needs(store, *ALL)
-        # the store's own retention, alone: the conversation-search index is the core's (its
-        # retention removes it: memory.retain, tested with conversation search)
-        memory.conversation_index.background = False
+        # the store's own retention: the conversation index is the Memory's, and
+        # memory.retain removes it (ConversationSearchConformance)
+        memory = Memory(store=store, load_entrypoints=False, embed=False, index_conversations=False)
 
         def conversation(conv: str, namespace: str = NS) -> None:
             with memory.session(namespace=namespace, user_id="u", conversation_id=conv):

@@ -683,8 +683,14 @@ class WindowProperties:
 
     @pytest.fixture
     def window_memory(self, store: Store) -> Memory:
-        """A ``Memory`` over the store under test that counts words as tokens."""
-        return Memory(store=store, load_entrypoints=False, plugins=[WordCounter(), Summarizer()])
+        """A ``Memory`` over the store under test that counts words as tokens (and indexes
+        nothing for conversation search: windows are what these tests are about)."""
+        return Memory(
+            store=store,
+            load_entrypoints=False,
+            plugins=[WordCounter(), Summarizer()],
+            index_conversations=False,
+        )
 
     def test_every_window_is_valid_maximal_and_within_budget(self, window_memory: Memory) -> None:
         frameworks = ["neutral", *(self.frameworks or installed_frameworks())]

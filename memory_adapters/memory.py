@@ -13,7 +13,7 @@ from .conversation import UNSET, Conversation, Unset
 from .conversation_search import ConversationIndex, IndexDue
 from .embedders import Embedder
 from .errors import InvalidInput, NoAdapter, UnknownScheme
-from .extraction import IDLE_SECONDS, TIMEOUT_SECONDS, Extraction, Extractor
+from .extraction import IDLE_SECONDS, TIMEOUT_SECONDS, Extraction, ExtractionDue, Extractor
 from .facts import Facts
 from .hooks import Hooks
 from .operations import (
@@ -426,11 +426,15 @@ class Memory:
         nothing of anyone else, and the messages from the conversation-search index. Returns
         the counts of what went."""
         self.conversation_index.wait()  # what this process is indexing, first
+        if self.extraction is not None:  # and extracting: it would write facts back
+            self.extraction.wait(flush=False)
         return self._drive(erase_plan(namespace or self.namespace, user_id))
 
     async def aerase(self, *, user_id: str, namespace: str | None = None) -> EraseReport:
         """Async :meth:`erase`."""
         await self._indexed()
+        if self.extraction is not None and self.worker.busy_with(ExtractionDue):
+            await asyncio.to_thread(self.extraction.wait, flush=False)
         return await self._adrive(erase_plan(namespace or self.namespace, user_id))
 
     def retain(

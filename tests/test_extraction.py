@@ -1051,3 +1051,27 @@ def test_a_forked_child_extracts_on_its_own(tmp_path: Path) -> None:
     with memory.session(user_id="ann", conversation_id="c"):
         assert memory.facts.get("favourite_colour") is not None
     memory.close()
+
+
+def test_erase_waits_for_the_extraction_under_way() -> None:
+    """An extraction that read a user's turn before the erase must not write facts after it."""
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(messages: list[Message], facts: list[Fact]) -> list[Any]:
+        entered.set()
+        release.wait(30)
+        return [FactOp.add("home_city", "lives in Paris")]
+
+    memory = Memory("memory://", embed=False, extractor=slow, extract_idle=None)
+    with memory.session(user_id="ann", conversation_id="c"):
+        chat(memory).run_sync("I live in Paris")
+    assert entered.wait(30)
+    erased = threading.Thread(target=memory.erase, kwargs={"user_id": "ann"})
+    erased.start()
+    erased.join(0.2)
+    assert erased.is_alive()  # waiting for the extraction
+    release.set()
+    erased.join(30)
+    with memory.session(user_id="ann"):
+        assert memory.facts.all() == []
+    memory.close()

@@ -44,7 +44,15 @@ from urllib.parse import quote, unquote
 
 from .embedders import WHOLE, Embedding
 from .errors import EmbedderFailed, EmbeddingWarning, InvalidInput, VersionConflict
-from .facts import Fact, FactFilter, Facts, bound_search_text, embed_plan, supports_vectors
+from .facts import (
+    SEARCH_MODES,
+    Fact,
+    FactFilter,
+    Facts,
+    bound_search_text,
+    embed_plan,
+    supports_vectors,
+)
 from .messages import Message, Record
 from .operations import ConversationInfo
 from .steps import Plan, StoreBatch, StoreCall, drive_async, drive_sync
@@ -457,6 +465,8 @@ def search_plan(
         raise InvalidInput(f"query must be a str, not {type(query).__name__}")
     check_positive_int(limit, "limit")
     check_bool(all_conversations, "all_conversations")
+    if mode is not None and mode not in SEARCH_MODES:  # before anything is indexed
+        raise InvalidInput(f"mode must be one of {SEARCH_MODES}, not {mode!r}")
     if all_conversations and scope.conversation_id is None and scope.user_id is not None:
         # every conversation of a session's user that names none: only their prefix is used
         scope = replace(scope, conversation_id="-")

@@ -607,6 +607,7 @@ class Row:
     stopped: bool = False
     """The time budget ran out before every question was asked."""
     note: str = ""
+    p95_ms: float | None = None
 
 
 def measure(
@@ -675,6 +676,7 @@ def measure(
                 len(hits[mode]),
                 fill_s,
                 stopped,
+                p95_ms=percentile(found, 95),
             )
 
 

@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from agent_overhead import _names
 from recall import (
     FAKE_MAX_SIZE,
     KINDS,
@@ -78,6 +79,7 @@ from recall import (
     Vectors,
     _table,
     dialogues,
+    embedder_of,
     environment,
     filler,
     labelled,
@@ -712,19 +714,6 @@ def turn_lines(rows: Sequence[TurnRow]) -> list[str]:
 # -- command line ------------------------------------------------------------------------------
 
 
-def _names(known: Sequence[str]) -> Callable[[str], list[str]]:
-    def parse(text: str) -> list[str]:
-        names = [v.strip() for v in text.split(",") if v.strip()]
-        unknown = [n for n in names if n not in known]
-        if not names or unknown:
-            raise argparse.ArgumentTypeError(
-                f"unknown {', '.join(unknown) or repr(text)}; known: {', '.join(known)}"
-            )
-        return list(dict.fromkeys(names))
-
-    return parse
-
-
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="conversation_search.py",
@@ -805,28 +794,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     args.sizes_given = args.sizes is not None
-    if args.stores is None:
-        args.stores = list(QUICK_STORES if args.quick else DEFAULT_STORES)
-    if args.sizes is None:
-        args.sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
-    if args.budget is None:
-        args.budget = QUICK_BUDGET_S if args.quick else DEFAULT_BUDGET_S
-    if args.turn_stores is None:
-        args.turn_stores = ["memory"] if args.quick else ["postgres"]
-    if args.turn_adapters is None:
-        args.turn_adapters = ["pydantic-ai"] if args.quick else list(TURN_ADAPTERS)
-    if args.turn_size is None:
-        args.turn_size = QUICK_TURN_SIZE if args.quick else DEFAULT_TURN_SIZE
-    if args.turns is None:
-        args.turns = QUICK_TURNS if args.quick else DEFAULT_TURNS
+    for name, quick, full in (
+        ("stores", QUICK_STORES, DEFAULT_STORES),
+        ("sizes", QUICK_SIZES, DEFAULT_SIZES),
+        ("budget", QUICK_BUDGET_S, DEFAULT_BUDGET_S),
+        ("turn_stores", ("memory",), ("postgres",)),
+        ("turn_adapters", ("pydantic-ai",), TURN_ADAPTERS),
+        ("turn_size", QUICK_TURN_SIZE, DEFAULT_TURN_SIZE),
+        ("turns", QUICK_TURNS, DEFAULT_TURNS),
+    ):
+        if getattr(args, name) is None:
+            value = quick if args.quick else full
+            setattr(args, name, list(value) if isinstance(value, tuple) else value)
     return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        embedder = Memory("memory://", embed=args.embed).embedder
+    embedder = embedder_of(args.embed)
     if embedder is None:
         print("conversation_search.py needs an embedder: install the embeddings extra, or --embed")
         return 2
@@ -866,6 +851,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def open_row(name: str, workdir: Path, embedder: Any) -> MemoryTarget | str:
+    """``recall.py``'s store row ``name`` (a ``Memory`` over the store), or why it cannot run."""
+    workdir.mkdir()
+    try:
+        made = ROWS[name](workdir, embedder, 0)
+    except Exception as exc:  # a store that cannot open here: its row says why
+        return f"n/a ({type(exc).__name__}: {exc})"
+    return made if isinstance(made, MemoryTarget | str) else f"n/a ({made.label})"
+
+
 def quality(
     args: argparse.Namespace,
     ds: Sequence[Dialogue],
@@ -882,14 +877,9 @@ def quality(
     rankings: dict[str, Ranked] = {}
     infos: dict[str, Any] = {}
     for name in args.stores:
-        path = Path(workdir, "q-" + name)
-        path.mkdir()
-        try:
-            made = ROWS[name](path, embedder, 0)
-        except Exception as exc:
-            made = f"n/a ({type(exc).__name__}: {exc})"
+        made = open_row(name, Path(workdir, "q-" + name), embedder)
         print()
-        if isinstance(made, str) or not isinstance(made, MemoryTarget):
+        if isinstance(made, str):
             print(f"quality, {name}: {made}")
             continue
         try:
@@ -990,14 +980,9 @@ def latency(
     asked = asked[: QUICK_LATENCY_QUESTIONS if args.quick else LATENCY_QUESTIONS]
     rows: list[Row] = []
     for name in args.stores:
-        path = Path(workdir, "l-" + name)
-        path.mkdir()
-        try:
-            made = ROWS[name](path, embedder, 0)
-        except Exception as exc:
-            made = f"n/a ({type(exc).__name__}: {exc})"
-        if isinstance(made, str) or not isinstance(made, MemoryTarget):
-            rows.append(Row(name, 0, "-", 0, note=str(made)))
+        made = open_row(name, Path(workdir, "l-" + name), embedder)
+        if isinstance(made, str):
+            rows.append(Row(name, 0, "-", 0, note=made))
             print(f"  {name}: {made}")
             continue
         target = ConversationTarget(made, layout, contexts, vectors)

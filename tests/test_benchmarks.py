@@ -15,6 +15,7 @@ import threading
 import uuid
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -306,23 +307,28 @@ def test_a_pipeline_of_reads_is_one_round_trip_on_the_wire(postgres_url: str) ->
 RECALL = ROOT / "benchmarks" / "recall.py"
 
 
-def test_recall_quick_run_measures_quality_and_latency(tmp_path: Path) -> None:
-    """``recall.py --quick``: recall@5/10/25 of every mode and of both plain baselines on the
-    turns and the facts of one labelled conversation, every store ranking as the first, the
-    per-kind table and the verdicts, and latency rows at 1,000 facts."""
-    pytest.importorskip("onnxruntime")  # the embeddings extra (the default embedder)
-    pytest.importorskip("numpy")
-    out = tmp_path / "recall.json"
+def _quick_run(script: Path, tmp_path: Path) -> tuple[str, Any]:
+    """Run ``script --quick --json <file>``; its output and the JSON it wrote."""
+    out = tmp_path / "result.json"
     done = subprocess.run(
-        [sys.executable, str(RECALL), "--quick", "--json", str(out)],
+        [sys.executable, str(script), "--quick", "--json", str(out)],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "verdict, turns:" in done.stdout and "verdict, facts:" in done.stdout
-    result = json.loads(out.read_text(encoding="utf-8"))
+    return done.stdout, json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_recall_quick_run_measures_quality_and_latency(tmp_path: Path) -> None:
+    """``recall.py --quick``: recall@5/10/25 of every mode and of both plain baselines on the
+    turns and the facts of one labelled conversation, every store ranking as the first, the
+    per-kind table and the verdicts, and latency rows at 1,000 facts."""
+    pytest.importorskip("onnxruntime")  # the embeddings extra (the default embedder)
+    pytest.importorskip("numpy")
+    stdout, result = _quick_run(RECALL, tmp_path)
+    assert "verdict, turns:" in stdout and "verdict, facts:" in stdout
     env = result["environment"]
     assert env["quick"] is True and env["sizes"] == [1000] and env["embedder"]
     assert env["stores"] == ["memory", "sqlite"]
@@ -368,17 +374,8 @@ def test_conversation_search_quick_run_measures_quality_latency_and_turns(tmp_pa
     pytest.importorskip("onnxruntime")  # the embeddings extra (the default embedder)
     pytest.importorskip("numpy")
     pytest.importorskip("pydantic_ai")
-    out = tmp_path / "conversation_search.json"
-    done = subprocess.run(
-        [sys.executable, str(CONVERSATION_SEARCH), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "verdict: hybrid recall@5" in done.stdout
-    result = json.loads(out.read_text(encoding="utf-8"))
+    stdout, result = _quick_run(CONVERSATION_SEARCH, tmp_path)
+    assert "verdict: hybrid recall@5" in stdout
     env = result["environment"]
     assert env["quick"] is True and env["stores"] == ["memory", "sqlite"] and env["embedder"]
     searches = {

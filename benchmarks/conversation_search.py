@@ -601,8 +601,7 @@ def turn_cost(adapter: str, store: str, size: int, turns: int, workdir: Path) ->
             cleanups.append(drop)
             case = Case(size, f"turns-{adapter}-{name}", memory, ListFloor())
             cases[name] = case
-            with memory.session(user_id="turns", conversation_id=case.conversation):
-                preload(fw, case)
+            preload(fw, case)
             memory.conversation_index.wait()  # the preloaded messages indexed (not timed)
             _analyze_all(memory.store)
             case.turns = fw.variants(case)

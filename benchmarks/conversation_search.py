@@ -142,6 +142,8 @@ TURN_WARMUP = 5
 TURN_GOAL_MS = 0.5
 """Issue 28's bar: a turn's own cost may grow by at most this much with the index."""
 INTERVAL_DRAWS = 1000
+SUBMITS = 200
+"""Calls of ``conversation_index.submit`` timed alone per turn-cost row."""
 
 
 # -- the conversations, as messages ------------------------------------------------------------
@@ -544,6 +546,9 @@ class TurnRow:
     busy_drain_ms: float
     indexed: int
     embedded: int
+    submit_us: list[float]
+    """Times of ``memory.conversation_index.submit(conversation)`` alone, the call a stored
+    turn makes (the worker idle, and waited for after each)."""
 
     def diff(self) -> float:
         return statistics.median(self.on_ms) - statistics.median(self.off_ms)
@@ -643,6 +648,16 @@ def turn_cost(adapter: str, store: str, size: int, turns: int, workdir: Path) ->
             case.memory.conversation_index.wait()
             if name == "on":
                 drain = (clock() - t0) / 1e6
+        # what the index adds to the turn's own code: handing the conversation to the worker
+        on = cases["on"].memory
+        with on.session(conversation_id=cases["on"].conversation):
+            key = on.conversation.key
+        submits = []
+        for _ in range(SUBMITS):
+            t0 = clock()
+            with_index.submit(key)
+            submits.append((clock() - t0) / 1e3)
+            with_index.wait()
         return TurnRow(
             adapter,
             store,
@@ -656,6 +671,7 @@ def turn_cost(adapter: str, store: str, size: int, turns: int, workdir: Path) ->
             drain,
             with_index.indexed - indexed,
             with_index.embedded - embedded,
+            submits,
         )
     finally:
         for case in cases.values():
@@ -682,6 +698,7 @@ def turn_lines(rows: Sequence[TurnRow]) -> list[str]:
         "busy off",
         "busy on",
         "busy on-off",
+        "submit us",
     ]
     cells = []
     for r in rows:
@@ -705,6 +722,7 @@ def turn_lines(rows: Sequence[TurnRow]) -> list[str]:
                 f"{statistics.median(r.busy_off_ms):.2f}",
                 f"{statistics.median(r.busy_on_ms):.2f}",
                 f"{busy:+.2f}",
+                f"{statistics.median(r.submit_us):.0f}",
             ]
         )
     return _table(headers, cells, left=2)
@@ -1028,6 +1046,7 @@ def turns(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
             f"verdict, {r.adapter} / {r.store} / {r.size}: a turn's own cost with the index "
             f"{r.diff():+.2f} ms (bar: at most +{TURN_GOAL_MS} ms): "
             + ("holds" if ok else "DOES NOT HOLD")
+            + f"; submitting the turn to the worker {statistics.median(r.submit_us):.0f} us"
             + f"; the worker indexed {r.indexed} messages, embedded {r.embedded}, "
             f"{statistics.median(r.background_ms):.1f} ms a turn after it returned; busy "
             f"block: {r.busy_drain_ms:.0f} ms left to index after {r.turns} turns"

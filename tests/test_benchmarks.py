@@ -416,4 +416,4 @@ def test_conversation_search_quick_run_measures_quality_latency_and_turns(tmp_pa
     [turn] = result["turns"]
     assert (turn["adapter"], turn["store"]) == ("pydantic-ai", "memory")
     assert len(turn["off_ms"]) == len(turn["on_ms"]) == len(turn["background_ms"]) > 0
-    assert turn["indexed"] > 0 and turn["embedded"] > 0
+    assert turn["indexed"] > 0 and turn["embedded"] > 0 and len(turn["submit_us"]) > 0

@@ -1,6 +1,6 @@
 """The benchmarks keep running: ``agent_overhead.py``'s quick path on the in-memory store, and
 the wire counter its PostgreSQL round trips rely on; ``recall.py``'s and
-``conversation_search.py``'s quick runs (no timings are asserted)."""
+``conversation_recall.py``'s quick runs (no timings are asserted)."""
 
 from __future__ import annotations
 
@@ -363,18 +363,18 @@ def test_recall_quick_run_measures_quality_and_latency(tmp_path: Path) -> None:
         assert r["median_ms"] is not None or r["note"]
 
 
-CONVERSATION_SEARCH = ROOT / "benchmarks" / "conversation_search.py"
+CONVERSATION_RECALL = ROOT / "benchmarks" / "conversation_recall.py"
 
 
-def test_conversation_search_quick_run_measures_quality_latency_and_turns(tmp_path: Path) -> None:
-    """``conversation_search.py --quick``: recall@5/10/25 of every mode and of the four plain
+def test_conversation_recall_quick_run_measures_quality_latency_and_turns(tmp_path: Path) -> None:
+    """``conversation_recall.py --quick``: recall@5/10/25 of every mode and of the four plain
     baselines on conversations stored as messages (every index document the baselines' text
     with context, every store ranking as the first), the per-kind table and the verdict;
     latency rows per store and mode; and the turn-cost rows with the index off and on."""
     pytest.importorskip("onnxruntime")  # the embeddings extra (the default embedder)
     pytest.importorskip("numpy")
     pytest.importorskip("pydantic_ai")
-    stdout, result = _quick_run(CONVERSATION_SEARCH, tmp_path)
+    stdout, result = _quick_run(CONVERSATION_RECALL, tmp_path)
     assert "verdict: hybrid recall@5" in stdout
     env = result["environment"]
     assert env["quick"] is True and env["stores"] == ["memory", "sqlite"] and env["embedder"]

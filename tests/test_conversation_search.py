@@ -168,3 +168,29 @@ def test_a_session_with_a_user_and_no_conversation_searches_all_of_them() -> Non
                 memory.conversation.search("contractor")  # which conversation?
     finally:
         memory.close()
+
+
+def test_an_import_is_searchable_and_the_index_is_not_exported(tmp_path: Any) -> None:
+    """The index is derived data: an export holds the messages, not their documents, and the
+    store imported into finds them on its first search."""
+    import io
+
+    from memory_adapters.transfer import export_jsonl, import_jsonl
+
+    source = Memory("memory://", embed=False)
+    target = Memory(f"sqlite:///{tmp_path / 'imported.db'}", embed=False)
+    try:
+        with source.session(user_id="alice", conversation_id="roof"):
+            source.conversation.append([Message("user", SAID)])
+            said = source.conversation.search("roofing contractor")
+        out = io.StringIO()
+        export_jsonl(source, out)
+        assert "#messages" not in out.getvalue()
+        import_jsonl(target, io.StringIO(out.getvalue()))
+        with target.session(user_id="alice", conversation_id="kitchen"):
+            hits = target.conversation.search("roofing contractor", all_conversations=True)
+        assert [(h.conversation_id, h.seq, h.text) for h in hits] == [("roof", 1, SAID)]
+        assert said and said[0].text == SAID
+    finally:
+        source.close()
+        target.close()

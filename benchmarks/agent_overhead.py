@@ -955,14 +955,19 @@ class StoreSetup:
 
 
 def store_setup(store: str, workdir: Path, conversation: str) -> StoreSetup:
-    """Open what a store's rows need; ``memory(budget)`` builds the ``Memory`` with the budget."""
+    """Open what a store's rows need; ``memory(budget)`` builds the ``Memory`` with the budget
+    (and no conversation-search indexing on its worker: the adapters' own cost, beside the
+    floor; ``conversation_recall.py --parts turns`` measures a turn with and without it)."""
     if store == "memory":
-        return StoreSetup(lambda b: Memory("memory://", history_tokens=b), ListFloor)
+        return StoreSetup(
+            lambda b: Memory("memory://", history_tokens=b, index_conversations=False), ListFloor
+        )
     if store == "sqlite":
         ours = workdir / f"{conversation}-ours.db"
         floor = workdir / f"{conversation}-floor.db"
         return StoreSetup(
-            lambda b: Memory(f"sqlite:///{ours}", history_tokens=b), lambda: SqliteFloor(floor)
+            lambda b: Memory(f"sqlite:///{ours}", history_tokens=b, index_conversations=False),
+            lambda: SqliteFloor(floor),
         )
     if store == "postgres":
         from postgres import server_url
@@ -979,10 +984,14 @@ def store_setup(store: str, workdir: Path, conversation: str) -> StoreSetup:
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
 
         return StoreSetup(
-            lambda b: Memory(url, history_tokens=b, store_options={"schema": schema}),
+            lambda b: Memory(
+                url, history_tokens=b, index_conversations=False, store_options={"schema": schema}
+            ),
             lambda: PostgresFloor(url, table, conversation, create=True),
             drop,
-            lambda other, b: Memory(other, history_tokens=b, store_options={"schema": schema}),
+            lambda other, b: Memory(
+                other, history_tokens=b, index_conversations=False, store_options={"schema": schema}
+            ),
             lambda other: PostgresFloor(other, table, conversation, create=False),
         )
     if store == "mongo-fake":
@@ -991,7 +1000,10 @@ def store_setup(store: str, workdir: Path, conversation: str) -> StoreSetup:
         client: Any = mongomock.MongoClient()
         return StoreSetup(
             lambda b: Memory(
-                "mongodb://mongomock/bench", history_tokens=b, store_options={"client": client}
+                "mongodb://mongomock/bench",
+                history_tokens=b,
+                index_conversations=False,
+                store_options={"client": client},
             ),
             lambda: MongoFloor(client["floor"]["messages"], conversation),
             note="mongomock is an in-process fake that scans every document: these timings "
@@ -1010,7 +1022,12 @@ def store_setup(store: str, workdir: Path, conversation: str) -> StoreSetup:
             admin.close()
 
         return StoreSetup(
-            lambda b: Memory(url, history_tokens=b, store_options={"database": database}),
+            lambda b: Memory(
+                url,
+                history_tokens=b,
+                index_conversations=False,
+                store_options={"database": database},
+            ),
             lambda: MongoFloor(admin[database + "_floor"]["messages"], conversation),
             drop_mongo,
         )

@@ -184,7 +184,9 @@ class MemorySubject:
     ) -> None:
         self.label = label or url
         self.window_tokens = ctx.window_tokens
-        self.memory = Memory(url, store_options=store_options)
+        # the log's own cost: no conversation-search indexing on the worker beside it
+        # (conversation_recall.py measures a turn with and without it)
+        self.memory = Memory(url, store_options=store_options, index_conversations=False)
         self._session = self.memory.session(user_id=USER_ID, conversation_id=conversation)
         self._session.__enter__()
 

@@ -43,7 +43,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from .embedders import WHOLE, Embedding
-from .errors import EmbedderFailed, EmbeddingWarning, InvalidInput, VersionConflict
+from .errors import (
+    EmbedderFailed,
+    EmbeddingWarning,
+    InvalidInput,
+    StoreClosed,
+    VersionConflict,
+)
 from .facts import (
     SEARCH_MODES,
     Fact,
@@ -289,6 +295,9 @@ class ConversationIndex:
         memory = self.memory
         try:
             return drive_sync(index_plan(memory, conversation), memory.store, memory.hooks)
+        except StoreClosed:  # closed under it (not through Memory.close, which waits)
+            log.debug("indexing %s stopped: the store was closed", conversation)
+            return 0
         except Exception as exc:  # the next search indexes what this left out
             self.failures += 1
             log.warning("indexing %s failed", conversation, exc_info=exc)

@@ -146,6 +146,10 @@ class StoreUnavailable(MemoryAdaptersError, ConnectionError):
     role that does not exist, a failed password) and what fixes it."""
 
 
+class StoreClosed(StoreUnavailable):
+    """The store was closed (``Memory.close()``, or ``Store.close()``): open a new one."""
+
+
 class StoreNotReady(StoreUnavailable):
     """The store was reached but is not ready for memory-adapters: its tables are missing or
     out of date and migrations are off, or the role may not create or use them. Retrying

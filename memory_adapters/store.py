@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .embedders import Embedding
-from .errors import StoreUnavailable, Unsupported
+from .errors import StoreClosed, Unsupported
 from .facts import Fact, FactFilter
 from .messages import AppendResult, Entry, Record, Summary
 from .operations import DEFAULT_HISTORY_LIMIT, ConversationInfo, EraseReport, FactChange, Writer
@@ -118,10 +118,10 @@ def run_steps(calls: Sequence[StoreCall]) -> RunSteps | None:
     return RunSteps(conversation, [list(c.args[1]) for c in calls], keys, run_id)
 
 
-def store_closed(name: str) -> StoreUnavailable:
+def store_closed(name: str) -> StoreClosed:
     """The error every store raises when it is used after :meth:`Store.close` (``name``: the
     store's class name)."""
-    return StoreUnavailable(
+    return StoreClosed(
         f"this {name} is closed (Memory.close(), or the end of a `with Memory(...)` block, "
         "closes its store): open a new Memory to go on"
     )

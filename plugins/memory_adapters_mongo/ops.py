@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
@@ -112,8 +113,25 @@ _CURSORS = ("find", "aggregate")
 """Methods that return a cursor, which the drivers turn into a list."""
 
 
+_IN_PROCESS = threading.Lock()
+"""Serializes the calls on in-process fakes (mongomock, mongomock-motor), which are not
+thread-safe: a ``Memory``'s worker indexing on its thread while a call runs on another broke
+their dicts mid-iteration. A real driver is never serialized."""
+
+
+def _in_process(target: Any) -> bool:
+    return type(target).__module__.split(".")[0] in ("mongomock", "mongomock_motor")
+
+
 def _call_sync(handles: Handles, op: Op) -> Any:
     target = handles.target(op)
+    if _in_process(target):
+        with _IN_PROCESS:
+            return _call_target(target, op)
+    return _call_target(target, op)
+
+
+def _call_target(target: Any, op: Op) -> Any:
     if op.method in _CURSORS:
         return list(getattr(target, op.method)(*op.args, **op.kwargs))
     return getattr(target, op.method)(*op.args, **op.kwargs)
@@ -121,6 +139,15 @@ def _call_sync(handles: Handles, op: Op) -> Any:
 
 async def _call_async(handles: Handles, op: Op) -> Any:
     target = handles.target(op)
+    if _in_process(target):
+        # mongomock-motor runs each call to its end without suspending: the lock is never
+        # held across a switch to another task of this loop
+        with _IN_PROCESS:
+            return await _acall_target(target, op)
+    return await _acall_target(target, op)
+
+
+async def _acall_target(target: Any, op: Op) -> Any:
     if op.method in _CURSORS:
         cursor = getattr(target, op.method)(*op.args, **op.kwargs)
         if inspect.isawaitable(cursor):  # pymongo's async aggregate() is a coroutine

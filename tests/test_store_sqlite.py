@@ -207,7 +207,9 @@ def test_a_turn_s_async_calls_run_on_the_event_loop_and_wait_for_a_lock_in_a_thr
     nothing holds the database; while another connection holds its write lock, a write
     waits for it in a worker thread, the event loop running meanwhile, and lands once."""
     path = tmp_path / "inline.db"
-    memory = Memory(store=SQLiteStore(path, timeout=30))
+    # no indexing on the worker: its writes would hold the database while the test says
+    # nothing does
+    memory = Memory(store=SQLiteStore(path, timeout=30), index_conversations=False)
     hops: list[str] = []
     to_thread = asyncio.to_thread
 
